@@ -1,0 +1,63 @@
+"""
+Decide which GRPO prompt groups carry training signal, and plan bounded resampling.
+
+The public API is flat: import everything from ``group_admission``. Framework adapters
+live in ``group_admission.adapters.<framework>`` and the Prometheus exporter in
+``group_admission.prometheus``; importing this package loads neither torch,
+prometheus_client nor any RL framework.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._batch import BatchAdmissionResult
+from ._budget import (
+    ResamplePlan,
+    SamplingBudgetConfig,
+    SamplingBudgetController,
+    SamplingBudgetState,
+    binomial_groups_needed,
+)
+from ._config import GroupAdmissionConfig
+from ._decision import GroupAdmissionDecision
+from ._metrics import AdmissionStats, group_admission_metrics
+from ._policy import GroupAdmissionPolicy
+from ._reasons import RejectionReason
+from ._similarity import ngram_jaccard
+
+__all__ = [
+    "AdmissionStats",
+    "BatchAdmissionResult",
+    "GroupAdmissionConfig",
+    "GroupAdmissionDecision",
+    "GroupAdmissionPolicy",
+    "RejectionReason",
+    "ResamplePlan",
+    "SamplingBudgetConfig",
+    "SamplingBudgetController",
+    "SamplingBudgetState",
+    "__version__",
+    "binomial_groups_needed",
+    "group_admission_metrics",
+    "ngram_jaccard",
+]
+
+
+def __getattr__(name: str) -> str:
+    # PEP 562: read the version from the installed metadata only when asked.
+    if name == "__version__":
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("group-admission")
+    msg = f"module 'group_admission' has no attribute '{name}'"
+    raise AttributeError(msg)
+
+
+for _name in __all__:
+    _obj = globals().get(_name)
+    if _obj is not None and hasattr(_obj, "__module__"):
+        # Reprs, tracebacks and docs say group_admission.X, not group_admission._policy.X.
+        with contextlib.suppress(AttributeError, TypeError):
+            _obj.__module__ = __name__
+del _name, _obj

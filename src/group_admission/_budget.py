@@ -1,0 +1,470 @@
+"""``SamplingBudgetController``: deterministic, hard-capped planning of resampling rounds."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._batch import BatchAdmissionResult
+from ._decision import GroupAdmissionDecision
+from ._loading import from_mapping, load_yaml_mapping
+from ._metrics import AdmissionStats
+from ._validation import (
+    as_float,
+    as_int,
+    check_finite,
+    check_ge,
+    check_int,
+    check_optional,
+    check_range,
+    check_real,
+    describe,
+)
+
+__all__ = [
+    "BudgetLimit",
+    "ResamplePlan",
+    "SamplingBudgetConfig",
+    "SamplingBudgetController",
+    "SamplingBudgetState",
+    "binomial_groups_needed",
+]
+
+#: Why a plan is what it is: the target is met, or a cap binds.
+BudgetLimit = Literal[
+    "target_met",
+    "resample_round_budget",
+    "extra_group_budget",
+    "per_round_group_budget",
+    "sample_budget",
+    "token_budget",
+]
+PlanningMode = Literal["expected", "confidence"]
+Observation: TypeAlias = Iterable[GroupAdmissionDecision] | BatchAdmissionResult | AdmissionStats
+
+_count = (check_int, check_ge(0))
+_optional_count = check_optional(check_int, check_ge(0))
+
+
+def _check_mode(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in ("expected", "confidence"):
+        msg = f"'{attribute.name}' must be 'expected' or 'confidence' (got {describe(value)})"
+        raise ValueError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class SamplingBudgetConfig:
+    """
+    Hard caps on resampling, and how extra groups are estimated. The defaults disable it.
+
+    Args:
+        max_extra_groups: Groups that may be generated beyond the target, over all rounds
+            of one step (the step generates at most ``target + max_extra_groups`` groups).
+        max_extra_groups_per_round: Cap on the groups of one round (``None``: no cap).
+        max_resample_rounds: Rounds after the first.
+        max_total_samples: Cap on generated samples (groups x ``num_generations``).
+        max_total_tokens: Cap on generated tokens.
+        effective_rate_ema_alpha: Weight of the newest round in the moving average of the
+            effective group rate (the first round sets it).
+        min_effective_rate: Floor of the rate used for planning, so a bad round cannot ask
+            for an unbounded number of groups.
+        mode: ``"expected"`` requests ``ceil(remaining / rate)`` groups;
+            ``"confidence"`` requests the smallest ``n`` with
+            ``P[Binomial(n, rate) >= remaining] >= confidence`` (never fewer than
+            ``"expected"``), trading some over-generation for fewer extra rounds.
+        confidence: Probability target of ``"confidence"`` mode.
+
+    .. versionadded:: 0.1.0
+    """
+
+    max_extra_groups: int = attrs.field(default=0, converter=as_int, validator=_count)
+    max_extra_groups_per_round: int | None = attrs.field(
+        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
+    )
+    max_resample_rounds: int = attrs.field(default=0, converter=as_int, validator=_count)
+    max_total_samples: int | None = attrs.field(
+        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
+    )
+    max_total_tokens: int | None = attrs.field(
+        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
+    )
+    effective_rate_ema_alpha: float = attrs.field(
+        default=0.2,
+        converter=as_float,
+        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
+    )
+    min_effective_rate: float = attrs.field(
+        default=0.05,
+        converter=as_float,
+        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
+    )
+    mode: PlanningMode = attrs.field(default="expected", validator=_check_mode)
+    confidence: float = attrs.field(default=0.9, converter=as_float, validator=(check_real, check_finite))
+
+    @confidence.validator
+    def _check_confidence(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if not 0.0 < value < 1.0:
+            msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:
+        """Build a config from a mapping of field names, rejecting unknown keys."""
+        return from_mapping(cls, mapping, source="SamplingBudgetConfig mapping")
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> SamplingBudgetConfig:
+        """Build a config from a YAML file (optionally the mapping under ``key``); needs PyYAML."""
+        return cls.from_mapping(load_yaml_mapping(path, key=key))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as a plain, YAML- and JSON-safe dict."""
+        return attrs.asdict(self)
+
+
+_STATE_COUNTERS = (
+    "sampling_rounds",
+    "generated_groups",
+    "generated_samples",
+    "generated_tokens",
+    "admitted_groups",
+    "rejected_groups",
+)
+
+
+def _check_ema(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        msg = f"'{attribute.name}' must be None or a number in [0, 1] (got {describe(value)})"
+        raise ValueError(msg)
+
+
+@attrs.define(kw_only=True)
+class SamplingBudgetState:
+    """
+    What one step (one sampling batch) has generated and admitted so far.
+
+    Mutable: :meth:`SamplingBudgetController.observe_round` updates it in place. It
+    converts to and from a JSON-safe dict, so it can be checkpointed with the trainer.
+
+    .. versionadded:: 0.1.0
+    """
+
+    sampling_rounds: int = attrs.field(default=0, validator=_count)
+    generated_groups: int = attrs.field(default=0, validator=_count)
+    generated_samples: int = attrs.field(default=0, validator=_count)
+    generated_tokens: int = attrs.field(default=0, validator=_count)
+    admitted_groups: int = attrs.field(default=0, validator=_count)
+    rejected_groups: int = attrs.field(default=0, validator=_count)
+    effective_rate_ema: float | None = attrs.field(default=None, validator=_check_ema)
+
+    @property
+    def resample_rounds(self) -> int:
+        """Rounds after the first."""
+        return max(0, self.sampling_rounds - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SamplingBudgetState:
+        """
+        Restore a state from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: a key is unknown or a value is invalid.
+            TypeError: a counter is not an integer.
+        """
+        return from_mapping(cls, data, source="SamplingBudgetState dict")
+
+
+@attrs.frozen(kw_only=True)
+class ResamplePlan:
+    """
+    How many more groups to generate, and why not more.
+
+    Attributes:
+        extra_groups: Groups to generate next (0 when done or exhausted).
+        remaining_target_groups: Admitted groups still missing from the target.
+        effective_rate: The rate the plan assumed (floored at ``min_effective_rate``).
+        exhausted: The target is not met and no cap leaves room for another group: the
+            caller should train on what it has, skip the step, or fail, but not wait.
+        limited_by: ``("target_met",)``, or every cap that binds the plan (empty when
+            the estimate itself was granted).
+        requested_groups: What the estimate asked for before the caps.
+
+    .. versionadded:: 0.1.0
+    """
+
+    extra_groups: int
+    remaining_target_groups: int
+    effective_rate: float
+    exhausted: bool
+    limited_by: tuple[BudgetLimit, ...] = ()
+    requested_groups: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot."""
+        data = attrs.asdict(self)
+        data["limited_by"] = list(self.limited_by)
+        return data
+
+
+def _log_binomial_tail(n: int, p: float, r: int) -> float:
+    """P[Binomial(n, p) >= r], summed in log space over the shorter side."""
+    if r <= 0:
+        return 1.0
+    if r > n:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    log_choose = math.lgamma(n + 1)
+
+    def pmf(k: int) -> float:
+        return math.exp(
+            log_choose - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
+        )
+
+    if r > n * p:
+        return min(1.0, math.fsum(pmf(k) for k in range(r, n + 1)))
+    return max(0.0, 1.0 - math.fsum(pmf(k) for k in range(r)))
+
+
+def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> int:
+    """
+    The smallest ``n`` with ``P[Binomial(n, rate) >= remaining] >= confidence``.
+
+    .. versionadded:: 0.1.0
+    """
+    if remaining <= 0:
+        return 0
+    if rate >= 1.0:
+        return remaining
+    low, high = remaining, max(remaining, math.ceil(remaining / rate))
+    while _log_binomial_tail(high, rate, remaining) < confidence:
+        low, high = high, high * 2
+    # The tail grows with n, so bisect for the smallest n that reaches the confidence.
+    while low < high:
+        middle = (low + high) // 2
+        if _log_binomial_tail(middle, rate, remaining) >= confidence:
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _round_counts(observation: Observation) -> tuple[int, int]:
+    """Return ``(candidates, admitted)`` of one round's observation."""
+    if isinstance(observation, AdmissionStats):
+        return observation.candidates, observation.admitted
+    if isinstance(observation, BatchAdmissionResult):
+        return len(observation), int(observation.admitted.sum())
+    if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
+        msg = (
+            "'decisions_or_stats' must be decisions, a BatchAdmissionResult or an "
+            f"AdmissionStats (got {describe(observation)})"
+        )
+        raise TypeError(msg)
+    candidates = admitted = 0
+    for decision in observation:
+        if not isinstance(decision, GroupAdmissionDecision):
+            msg = f"'decisions_or_stats' must hold GroupAdmissionDecision objects (got {describe(decision)})"
+            raise TypeError(msg)
+        candidates += 1
+        admitted += decision.admitted
+    return candidates, admitted
+
+
+def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"'{name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    if value < (0 if allow_zero else 1):
+        msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
+        raise ValueError(msg)
+    return value
+
+
+class SamplingBudgetController:
+    """
+    Plan how many more groups to sample to reach a target of admitted groups, under hard caps.
+
+    The controller only plans: it never calls a sampler, so it fits synchronous loops,
+    asynchronous workers and offline rollouts alike. It is deterministic (no randomness,
+    no clock); planning reads the state and never changes it, so a controller restored
+    from a checkpointed state plans exactly what the original would have.
+
+    Typical step::
+
+        state = controller.new_state()
+        decisions = judge(sample(target))
+        controller.observe_round(state, decisions, num_generations=G, generated_tokens=t)
+        while (plan := controller.plan_resampling(state, target_groups=target,
+                                                  num_generations=G)).extra_groups:
+            decisions = judge(sample(plan.extra_groups))
+            controller.observe_round(state, decisions, num_generations=G, generated_tokens=t)
+        if plan.exhausted: ...  # train on fewer groups, skip the step, or stop
+
+    Args:
+        config: The caps (a :class:`SamplingBudgetConfig` or a mapping of its fields).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, config: SamplingBudgetConfig | Mapping[str, Any] | None = None) -> None:
+        if config is None:
+            config = SamplingBudgetConfig()
+        elif isinstance(config, Mapping):
+            config = SamplingBudgetConfig.from_mapping(config)
+        elif not isinstance(config, SamplingBudgetConfig):
+            msg = f"'config' must be a SamplingBudgetConfig, a mapping or None (got {describe(config)})"
+            raise TypeError(msg)
+        self._config = config
+
+    @property
+    def config(self) -> SamplingBudgetConfig:
+        """The caps."""
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"SamplingBudgetController({self._config!r})"
+
+    def new_state(self, *, carry_rate_from: SamplingBudgetState | None = None) -> SamplingBudgetState:
+        """A fresh state for a new step; optionally keep the rate estimate of the previous step."""
+        rate = None if carry_rate_from is None else carry_rate_from.effective_rate_ema
+        return SamplingBudgetState(effective_rate_ema=rate)
+
+    def observe_round(
+        self,
+        state: SamplingBudgetState,
+        decisions_or_stats: Observation,
+        *,
+        num_generations: int,
+        generated_tokens: int = 0,
+    ) -> None:
+        """
+        Fold one generated round into ``state`` (in place).
+
+        Args:
+            state: The step's state.
+            decisions_or_stats: The round's decisions (an iterable, a
+                ``BatchAdmissionResult``) or an ``AdmissionStats`` holding just this round.
+            num_generations: Samples per group.
+            generated_tokens: Tokens generated in this round.
+        """
+        if not isinstance(state, SamplingBudgetState):
+            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+            raise TypeError(msg)
+        _positive_int(num_generations, "num_generations")
+        _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
+        candidates, admitted = _round_counts(decisions_or_stats)
+        state.sampling_rounds += 1
+        state.generated_groups += candidates
+        state.generated_samples += candidates * num_generations
+        state.generated_tokens += generated_tokens
+        state.admitted_groups += admitted
+        state.rejected_groups += candidates - admitted
+        if candidates:
+            rate = admitted / candidates
+            alpha = self._config.effective_rate_ema_alpha
+            previous = state.effective_rate_ema
+            state.effective_rate_ema = rate if previous is None else alpha * rate + (1 - alpha) * previous
+
+    def plan_resampling(
+        self,
+        state: SamplingBudgetState,
+        *,
+        target_groups: int,
+        num_generations: int,
+        estimated_tokens_per_group: float | None = None,
+    ) -> ResamplePlan:
+        """
+        Plan the next round: how many groups to generate to reach ``target_groups`` admitted.
+
+        Tokens per group come from ``estimated_tokens_per_group`` or, when omitted, from
+        what the state has observed; without either the token cap is not applied.
+        """
+        if not isinstance(state, SamplingBudgetState):
+            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+            raise TypeError(msg)
+        _positive_int(target_groups, "target_groups", allow_zero=True)
+        _positive_int(num_generations, "num_generations")
+        if estimated_tokens_per_group is not None and (
+            isinstance(estimated_tokens_per_group, bool)
+            or not isinstance(estimated_tokens_per_group, (int, float))
+            or not math.isfinite(estimated_tokens_per_group)
+            or estimated_tokens_per_group <= 0
+        ):
+            msg = (
+                "'estimated_tokens_per_group' must be a finite number > 0 "
+                f"(got {describe(estimated_tokens_per_group)})"
+            )
+            raise ValueError(msg)
+        config = self._config
+        remaining = max(0, target_groups - state.admitted_groups)
+        ema = state.effective_rate_ema
+        rate = max(config.min_effective_rate, 1.0 if ema is None else ema)
+        if remaining == 0:
+            return ResamplePlan(
+                extra_groups=0,
+                remaining_target_groups=0,
+                effective_rate=rate,
+                exhausted=False,
+                limited_by=("target_met",),
+            )
+        if state.sampling_rounds > 0 and state.resample_rounds >= config.max_resample_rounds:
+            return ResamplePlan(
+                extra_groups=0,
+                remaining_target_groups=remaining,
+                effective_rate=rate,
+                exhausted=True,
+                limited_by=("resample_round_budget",),
+            )
+        requested = max(remaining, math.ceil(remaining / rate))
+        if config.mode == "confidence":
+            requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
+        caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
+        granted = min([requested, *caps.values()])
+        # A cap binds when it is what the plan was cut to (a cap equal to the request
+        # also binds: one more group would break it).
+        limited_by: tuple[BudgetLimit, ...] = tuple(
+            name for name, cap in caps.items() if cap == granted and cap <= requested
+        )
+        return ResamplePlan(
+            extra_groups=granted,
+            remaining_target_groups=remaining,
+            effective_rate=rate,
+            exhausted=granted == 0,
+            limited_by=limited_by,
+            requested_groups=requested,
+        )
+
+    def _caps(
+        self,
+        state: SamplingBudgetState,
+        target_groups: int,
+        num_generations: int,
+        estimated_tokens_per_group: float | None,
+    ) -> dict[BudgetLimit, int]:
+        config = self._config
+        caps: dict[BudgetLimit, int] = {
+            "extra_group_budget": max(0, target_groups + config.max_extra_groups - state.generated_groups),
+        }
+        if config.max_extra_groups_per_round is not None:
+            caps["per_round_group_budget"] = config.max_extra_groups_per_round
+        if config.max_total_samples is not None:
+            caps["sample_budget"] = (
+                max(0, config.max_total_samples - state.generated_samples) // num_generations
+            )
+        tokens_per_group = estimated_tokens_per_group
+        if tokens_per_group is None and state.generated_groups and state.generated_tokens:
+            tokens_per_group = state.generated_tokens / state.generated_groups
+        if config.max_total_tokens is not None and tokens_per_group is not None:
+            left = max(0, config.max_total_tokens - state.generated_tokens)
+            caps["token_budget"] = math.floor(left / tokens_per_group)
+        return caps

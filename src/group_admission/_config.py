@@ -1,0 +1,138 @@
+"""``GroupAdmissionConfig``: the thresholds of the admission gates."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ._loading import from_mapping, load_yaml_mapping
+from ._validation import (
+    as_float,
+    as_int,
+    check_finite,
+    check_ge,
+    check_gt,
+    check_int,
+    check_optional,
+    check_range,
+    check_real,
+    describe,
+)
+
+__all__ = ["GroupAdmissionConfig"]
+
+
+def _as_gate_on(value: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return tuple(value)
+    return value
+
+
+def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, tuple):
+        msg = f"'{attribute.name}' must be a list of reward component names (got {describe(value)})"
+        raise TypeError(msg)
+    if not value:
+        msg = f"'{attribute.name}' must name at least one reward component (got [])"
+        raise ValueError(msg)
+    for name in value:
+        if not isinstance(name, str) or not name:
+            msg = f"'{attribute.name}' entries must be non-empty strings (got {describe(name)})"
+            raise TypeError(msg)
+    if len(set(value)) != len(value):
+        msg = f"'{attribute.name}' must not repeat a component (got {list(value)!r})"
+        raise ValueError(msg)
+
+
+_threshold = (check_real, check_finite, check_ge(0))
+
+
+@attrs.frozen(kw_only=True)
+class GroupAdmissionConfig:
+    """
+    Thresholds for the admission gates. Every gate is off by default.
+
+    With the defaults, :class:`GroupAdmissionPolicy` admits every well-formed group; each
+    threshold you set adds one check. A statistic that meets its threshold within float
+    rounding (a relative ``1e-12`` of the reward scale) passes, so ``[0.1, 0.1, 0.12]``
+    meets ``min_reward_range=0.02``.
+
+    Args:
+        min_reward_std: Minimum **population** standard deviation of the gated reward.
+            GRPO advantages usually divide by the *sample* std, which is larger by
+            ``sqrt(n / (n - 1))``. ``1e-6`` reproduces the zero-std filter of slime and DAPO.
+        min_reward_range: Minimum ``max - min`` of the gated reward: the reward's effective
+            resolution, below which differences are noise.
+        min_nontrivial_advantages: Minimum number of members whose reward differs from the
+            group mean by more than ``advantage_tolerance``.
+        advantage_tolerance: Deviation from the mean that counts as a non-trivial advantage.
+        max_mean_pairwise_similarity: Reject when the mean pairwise similarity of the
+            completions exceeds this value (in ``[0, 1]``). ``None`` turns the gate off.
+        similarity_ngram_size: Token n-gram size of the default Jaccard scorer.
+        gate_on: For composite rewards (a mapping of component name to values), the
+            components whose sum the reward gate measures. ``None`` measures the sum of all
+            components. Gate on the outcome component (e.g. ``["accuracy"]``) so that a
+            shaping term cannot make an all-wrong group look informative.
+
+    .. versionadded:: 0.1.0
+    """
+
+    min_reward_std: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
+    min_reward_range: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
+    min_nontrivial_advantages: int = attrs.field(
+        default=0, converter=as_int, validator=(check_int, check_ge(0))
+    )
+    advantage_tolerance: float = attrs.field(default=1e-8, converter=as_float, validator=_threshold)
+    max_mean_pairwise_similarity: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_float),
+        validator=check_optional(check_real, check_finite, check_range(0, 1)),
+    )
+    similarity_ngram_size: int = attrs.field(default=3, converter=as_int, validator=(check_int, check_gt(0)))
+    gate_on: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_as_gate_on, validator=_check_gate_on
+    )
+
+    @property
+    def reward_gate_enabled(self) -> bool:
+        """Whether any reward threshold (std, range, non-trivial advantages) is set."""
+        return self.min_reward_std > 0 or self.min_reward_range > 0 or self.min_nontrivial_advantages > 0
+
+    @property
+    def similarity_gate_enabled(self) -> bool:
+        """Whether the redundancy gate is on."""
+        return self.max_mean_pairwise_similarity is not None
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> GroupAdmissionConfig:
+        """
+        Build a config from a mapping of field names, rejecting unknown keys.
+
+        Raises:
+            ValueError: a key is unknown or a value is out of range.
+            TypeError: a value has the wrong type.
+        """
+        return from_mapping(cls, mapping, source="GroupAdmissionConfig mapping")
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> GroupAdmissionConfig:
+        """
+        Build a config from a YAML file, optionally from the mapping under ``key``.
+
+        Needs PyYAML: ``pip install 'group-admission[yaml]'``.
+        """
+        return cls.from_mapping(load_yaml_mapping(path, key=key))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as a plain, YAML- and JSON-safe dict."""
+        data = attrs.asdict(self)
+        if self.gate_on is not None:
+            data["gate_on"] = list(self.gate_on)
+        return data

@@ -1,0 +1,124 @@
+"""``GroupAdmissionDecision``: the verdict on one group and the statistics behind it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import attrs
+
+from ._reasons import CHECK_SIMILARITY, REWARD_CHECKS, RejectionReason
+
+__all__ = ["GroupAdmissionDecision"]
+
+
+def _json_float(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+@attrs.frozen(kw_only=True)
+class GroupAdmissionDecision:
+    """
+    The verdict of :meth:`GroupAdmissionPolicy.evaluate` on one group.
+
+    The decision names one primary ``reason`` (``None`` when admitted) and lists every
+    check that failed in ``failed_checks``: first the external reasons, then the reward
+    checks (``reward_std_below_threshold``, ``reward_range_below_threshold``,
+    ``insufficient_nontrivial_advantages``), then
+    ``mean_pairwise_similarity_above_threshold``.
+
+    The reward statistics describe the gated reward over unique rollouts; they are NaN
+    when the rewards held a missing or non-finite value. ``reward_std`` is the population
+    standard deviation. The similarity statistics are ``None`` unless the redundancy gate
+    ran on at least two rollouts.
+
+    Decisions are built by the policy, which has already checked every value, so the
+    class carries no validators (it sits on the hot path).
+
+    .. versionadded:: 0.1.0
+    """
+
+    reason: RejectionReason | None
+    failed_checks: tuple[str, ...] = ()
+    external_reasons: tuple[str, ...] = ()
+    group_size: int
+    unique_rollouts: int
+    reward_mean: float
+    reward_std: float
+    reward_range: float
+    nontrivial_advantage_count: int
+    mean_pairwise_similarity: float | None = None
+    max_pairwise_similarity: float | None = None
+    group_key: Hashable | None = None
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the group may be trained on."""
+        return self.reason is None
+
+    @property
+    def primary_rejection_reason(self) -> str | None:
+        """The primary reason as a plain string (``None`` when admitted)."""
+        return None if self.reason is None else self.reason.value
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Alias of ``failed_checks``, the name used by the original pull request."""
+        return self.failed_checks
+
+    @property
+    def reward_rejected(self) -> bool:
+        """Whether any reward check failed, whatever the primary reason."""
+        return any(check in REWARD_CHECKS for check in self.failed_checks)
+
+    @property
+    def near_duplicate_rejected(self) -> bool:
+        """Whether the redundancy check failed, whatever the primary reason."""
+        return CHECK_SIMILARITY in self.failed_checks
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Return a plain, JSON-safe dict for logs and traces.
+
+        The reason is its string value; NaN statistics become ``None``.
+        """
+        return {
+            "admitted": self.admitted,
+            "reason": self.primary_rejection_reason,
+            "failed_checks": list(self.failed_checks),
+            "external_reasons": list(self.external_reasons),
+            "group_size": self.group_size,
+            "unique_rollouts": self.unique_rollouts,
+            "reward_mean": _json_float(self.reward_mean),
+            "reward_std": _json_float(self.reward_std),
+            "reward_range": _json_float(self.reward_range),
+            "nontrivial_advantage_count": self.nontrivial_advantage_count,
+            "mean_pairwise_similarity": _json_float(self.mean_pairwise_similarity),
+            "max_pairwise_similarity": _json_float(self.max_pairwise_similarity),
+            "group_key": self.group_key,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupAdmissionDecision:
+        """Rebuild a decision from :meth:`to_dict` output (``admitted`` is derived, so ignored)."""
+
+        def _float(key: str) -> float:
+            value = data[key]
+            return math.nan if value is None else float(value)
+
+        reason = data["reason"]
+        return cls(
+            reason=None if reason is None else RejectionReason(reason),
+            failed_checks=tuple(data["failed_checks"]),
+            external_reasons=tuple(data["external_reasons"]),
+            group_size=int(data["group_size"]),
+            unique_rollouts=int(data["unique_rollouts"]),
+            reward_mean=_float("reward_mean"),
+            reward_std=_float("reward_std"),
+            reward_range=_float("reward_range"),
+            nontrivial_advantage_count=int(data["nontrivial_advantage_count"]),
+            mean_pairwise_similarity=data.get("mean_pairwise_similarity"),
+            max_pairwise_similarity=data.get("max_pairwise_similarity"),
+            group_key=data.get("group_key"),
+        )

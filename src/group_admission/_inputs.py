@@ -1,0 +1,109 @@
+"""Validation and merging of the per-member inputs that accompany rewards."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._config import GroupAdmissionConfig
+from ._validation import describe
+
+__all__ = [
+    "check_completions",
+    "check_rollout_ids",
+    "completions_required_message",
+    "external_reason_tuple",
+    "merge_rollouts",
+]
+
+
+def completions_required_message(config: GroupAdmissionConfig) -> str:
+    """The error for a redundancy gate that has no completions to look at."""
+    return (
+        "'completions' are required when the redundancy gate is on "
+        f"(max_mean_pairwise_similarity={config.max_mean_pairwise_similarity})"
+    )
+
+
+def external_reason_tuple(reasons: Sequence[str] | str | None, name: str) -> tuple[str, ...]:
+    """Validate caller-supplied external reasons; a bare string is one reason."""
+    if reasons is None:
+        return ()
+    if isinstance(reasons, str):
+        reasons = (reasons,)
+    if not isinstance(reasons, Sequence):
+        msg = f"'{name}' must be a sequence of strings (got {describe(reasons)})"
+        raise TypeError(msg)
+    for reason in reasons:
+        if not isinstance(reason, str) or not reason:
+            msg = f"'{name}' entries must be non-empty strings (got {describe(reason)})"
+            raise TypeError(msg)
+    return tuple(dict.fromkeys(reasons))
+
+
+def check_completions(completions: Any, size: int) -> list[str | None]:
+    """Validate a group's completions: ``size`` strings, ``None`` marking a missing one."""
+    if isinstance(completions, (str, bytes)) or not isinstance(completions, Sequence):
+        msg = f"'completions' must be a sequence of strings (got {describe(completions)})"
+        raise TypeError(msg)
+    if len(completions) != size:
+        msg = f"'completions' must have one entry per reward ({size}) (got {len(completions)})"
+        raise ValueError(msg)
+    for index, text in enumerate(completions):
+        if text is not None and not isinstance(text, str):
+            msg = f"'completions' must hold strings: entry {index} is {describe(text)}"
+            raise TypeError(msg)
+    return list(completions)
+
+
+def check_rollout_ids(rollout_ids: Any, size: int) -> list[Hashable]:
+    """Validate rollout ids: one hashable id per member (``None`` is a rollout of its own)."""
+    if isinstance(rollout_ids, (str, bytes)) or not isinstance(rollout_ids, (Sequence, np.ndarray)):
+        msg = f"'rollout_ids' must be a sequence with one id per member (got {describe(rollout_ids)})"
+        raise TypeError(msg)
+    ids = rollout_ids.tolist() if isinstance(rollout_ids, np.ndarray) else list(rollout_ids)
+    if len(ids) != size:
+        msg = f"'rollout_ids' must have one id per reward ({size}) (got {len(ids)})"
+        raise ValueError(msg)
+    for rid in ids:
+        if not isinstance(rid, Hashable):
+            msg = f"'rollout_ids' entries must be hashable (got {describe(rid)})"
+            raise TypeError(msg)
+    return ids
+
+
+def merge_rollouts(
+    values: list[float], texts: list[str | None] | None, ids: list[Hashable]
+) -> tuple[list[float], list[str | None] | None, bool]:
+    """
+    Collapse members that share a rollout id into one (the first member's reward).
+
+    Returns the per-rollout rewards and completions (segments joined by newlines) and
+    whether members of one rollout disagreed on the reward.
+    """
+    slots: dict[Hashable, int] = {}
+    merged: list[float] = []
+    segments: list[list[str | None]] = []
+    inconsistent = False
+    for index, rid in enumerate(ids):
+        value = values[index]
+        slot = None if rid is None else slots.get(rid)
+        if slot is None:
+            if rid is not None:
+                slots[rid] = len(merged)
+            merged.append(value)
+            segments.append([None if texts is None else texts[index]])
+            continue
+        if value != merged[slot] and not (math.isnan(value) and math.isnan(merged[slot])):
+            inconsistent = True
+        segments[slot].append(None if texts is None else texts[index])
+    if texts is None:
+        return merged, None, inconsistent
+    joined = [
+        None if any(part is None for part in parts) else "\n".join(parts)  # type: ignore[arg-type]
+        for parts in segments
+    ]
+    return merged, joined, inconsistent

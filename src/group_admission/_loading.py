@@ -1,0 +1,87 @@
+"""Building frozen config objects from mappings and YAML files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from ._validation import describe
+
+__all__ = ["from_mapping", "load_yaml_mapping", "require_extra"]
+
+T = TypeVar("T")
+
+
+def require_extra(module: str, extra: str, feature: str) -> Any:
+    """
+    Import an optional dependency, or fail with the exact install command.
+
+    Raises:
+        ImportError: naming the feature and the ``pip install`` line that fixes it.
+    """
+    import importlib  # noqa: PLC0415  (imported only when an optional feature is used)
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        msg = (
+            f"{feature} requires the '{module}' package; "
+            f"install it with: pip install 'group-admission[{extra}]'"
+        )
+        raise ImportError(msg) from None
+
+
+def from_mapping(cls: type[T], mapping: Mapping[str, Any], *, source: str = "mapping") -> T:
+    """
+    Build the attrs class ``cls`` from a mapping, rejecting unknown keys by name.
+
+    Raises:
+        TypeError: ``mapping`` is not a mapping or a key is not a string.
+        ValueError: a key is not a field of ``cls``.
+    """
+    if not isinstance(mapping, Mapping):
+        msg = f"'{source}' must be a mapping of field names to values (got {describe(mapping)})"
+        raise TypeError(msg)
+    known = {field.name for field in attrs.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(str(key) for key in mapping if key not in known)
+    if unknown:
+        msg = (
+            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in {source} for "
+            f"{cls.__name__} (known: {', '.join(sorted(known))})"
+        )
+        raise ValueError(msg)
+    return cls(**dict(mapping))
+
+
+def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -> Mapping[str, Any]:
+    """
+    Read a YAML file holding a mapping, optionally the sub-mapping under ``key``.
+
+    An empty file or an absent ``key`` section reads as an empty mapping, so every
+    default applies.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the YAML does not hold a mapping where one is required.
+    """
+    yaml = require_extra("yaml", "yaml", "Loading a config from YAML")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            msg = f"'{os.fspath(path)}' is not valid YAML: {exc}"
+            raise ValueError(msg) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        msg = f"'{os.fspath(path)}' must hold a YAML mapping (got {describe(data)})"
+        raise ValueError(msg)
+    if key is not None:
+        data = data.get(key) or {}
+        if not isinstance(data, Mapping):
+            msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(data)})"
+            raise ValueError(msg)
+    return data

@@ -1,0 +1,222 @@
+r"""
+Near-duplicate scoring for the redundancy gate.
+
+The default scorer is the Jaccard similarity of token n-gram sets. Tokenisation: the text
+is lower-cased, then split into maximal runs of word characters (Unicode letters, digits
+and ``_``, as regex ``\w``) and single punctuation characters (anything that is neither a
+word character nor whitespace); whitespace separates tokens and is dropped. This is the
+regular expression ``\w+|[^\w\s]`` applied to ``text.lower()``. A text with fewer tokens
+than ``n`` forms one gram of all its tokens; two texts without tokens score 1.0.
+
+For a whole group, :func:`pairwise_similarities` computes every pair at once in numpy:
+the texts are tokenised as arrays of code points, tokens of up to 8 Latin-1 characters are
+numbered exactly by their packed bytes (longer tokens by Python's 64-bit string hash, so a
+false match has a probability of about 1e-19 per token pair), n-grams are numbered
+exactly, and the pairwise intersections come from one matrix product. It is tested
+against the plain set-based definition in :func:`ngram_jaccard`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["ngram_jaccard", "pairwise_similarities", "validate_scorer_value"]
+
+Scorer = Callable[[str, str], float]
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+# Token classes of the vectorised tokenizer.
+_SPACE, _WORD, _PUNCT = 0, 1, 2
+_ASCII_CLASS = np.array(
+    [
+        _WORD if (chr(c).isalnum() or chr(c) == "_") else _SPACE if chr(c).isspace() else _PUNCT
+        for c in range(128)
+    ],
+    dtype=np.uint8,
+)
+# Tokens of up to 8 Latin-1 characters are identified exactly by their bytes packed into
+# one uint64; longer or wider tokens (rare in English, common in CJK text, where a whole
+# clause is one \w+ run) fall back to Python's 64-bit string hash.
+_PACK = 8
+
+
+def _grams(text: str, n: int) -> set[tuple[str, ...]]:
+    tokens = _TOKEN.findall(text.lower())
+    if len(tokens) < n:
+        return {tuple(tokens)} if tokens else set()
+    return set(zip(*(tokens[i:] for i in range(n)), strict=False))
+
+
+def ngram_jaccard(a: str, b: str, n: int = 3) -> float:
+    """
+    Jaccard similarity of the token n-gram sets of two texts, in ``[0, 1]``.
+
+    This is the reference definition of the default redundancy scorer (see the module
+    docstring for the tokenisation). Two texts without tokens score ``1.0``.
+
+    .. versionadded:: 0.1.0
+    """
+    grams_a, grams_b = _grams(a, n), _grams(b, n)
+    union = len(grams_a | grams_b)
+    return len(grams_a & grams_b) / union if union else 1.0
+
+
+def _classify(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+    classes = np.empty(len(codes), dtype=np.uint8)
+    ascii_mask = codes < 128
+    classes[ascii_mask] = _ASCII_CLASS[codes[ascii_mask]]
+    if not ascii_mask.all():
+        unique, inverse = np.unique(codes[~ascii_mask], return_inverse=True)
+        unique_classes = np.array(
+            [
+                _WORD if (chr(c).isalnum() or chr(c) == "_") else _SPACE if chr(c).isspace() else _PUNCT
+                for c in unique.tolist()
+            ],
+            dtype=np.uint8,
+        )
+        classes[~ascii_mask] = unique_classes[inverse]
+    return classes
+
+
+def _dense(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return inverse.astype(np.int64).reshape(-1), len(unique)
+
+
+def _token_ids(
+    joined: str,
+    codes: npt.NDArray[np.uint32],
+    starts: npt.NDArray[np.intp],
+    ends: npt.NDArray[np.intp],
+) -> tuple[npt.NDArray[np.int64], int]:
+    """Number the tokens so that equal tokens, and only they, share an id."""
+    lengths = ends - starts
+    complex_mask = lengths > _PACK
+    wide = codes > 255
+    if wide.any():
+        # A token holds a wide character iff the running count differs at its two ends.
+        running = np.concatenate(([0], np.cumsum(wide)))
+        complex_mask |= running[ends] != running[starts]
+    offsets = starts[:, None] + np.arange(_PACK)
+    inside = offsets < ends[:, None]
+    packed = np.where(inside, codes[np.minimum(offsets, len(codes) - 1)], 0).astype(np.uint8)
+    keys = packed.view(np.uint64).reshape(-1).astype(np.int64)
+    if not complex_mask.any():
+        return _dense(keys)
+    simple_ids, simple_count = _dense(keys[~complex_mask])
+    long_keys = np.array(
+        [
+            hash(joined[i:j])
+            for i, j in zip(starts[complex_mask].tolist(), ends[complex_mask].tolist(), strict=True)
+        ],
+        dtype=np.int64,
+    )
+    long_ids, long_count = _dense(long_keys)
+    ids = np.empty(len(starts), dtype=np.int64)
+    ids[~complex_mask] = simple_ids
+    ids[complex_mask] = long_ids + simple_count
+    return ids, simple_count + long_count
+
+
+def _gram_sets(texts: Sequence[str], n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Return ``(text_index, gram_id, num_grams)`` for every gram occurrence of every text."""
+    # A newline between texts is whitespace, so no token crosses from one text to the next.
+    lowered = [text.lower() for text in texts]
+    joined = "\n".join(lowered)
+    codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    classes = _classify(codes)
+    word = classes == _WORD
+    punct = classes == _PUNCT
+    # Tokens never overlap, so the k-th start pairs with the k-th end.
+    starts = np.flatnonzero((word & ~np.concatenate(([False], word[:-1]))) | punct)
+    ends = np.flatnonzero((word & ~np.concatenate((word[1:], [False]))) | punct) + 1
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
+    token_ids, vocab = _token_ids(joined, codes, starts, ends)
+    text_starts = np.cumsum([0] + [len(t) + 1 for t in lowered[:-1]])
+    token_text = np.searchsorted(text_starts, starts, side="right") - 1
+
+    # Full n-grams: windows of n tokens that start and end in the same text.
+    windows = max(len(token_ids) - n + 1, 0)
+    radix = np.int64(vocab + 1)
+    packable = (vocab + 1) ** n < 1 << 62
+    gram = np.zeros(windows, dtype=np.int64)
+    for offset in range(n):
+        gram = gram * radix + token_ids[offset : offset + windows]
+        if not packable:
+            # Too many distinct tokens to pack n ids in one int64: renumber as we go.
+            gram, _ = _dense(gram)
+    same_text = token_text[:windows] == token_text[n - 1 : n - 1 + windows]
+    gram_text, (gram, size) = token_text[:windows][same_text], _dense(gram[same_text])
+
+    # A text with fewer than n tokens forms one gram of all its tokens. Such texts are rare,
+    # so they are numbered exactly in Python, after the full n-grams.
+    counts = np.bincount(token_text, minlength=len(texts))
+    short = np.flatnonzero((counts > 0) & (counts < n)).tolist()
+    if short:
+        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        numbering: dict[tuple[int, ...], int] = {}
+        short_ids = [
+            numbering.setdefault(
+                tuple(token_ids[first[i] : first[i] + counts[i]].tolist()), size + len(numbering)
+            )
+            for i in short
+        ]
+        gram_text = np.concatenate((gram_text, short))
+        gram = np.concatenate((gram, short_ids))
+        size += len(numbering)
+    return gram_text, gram, size
+
+
+def _vectorised(texts: Sequence[str], n: int) -> npt.NDArray[np.float64]:
+    text_index, gram_id, num_grams = _gram_sets(texts, n)
+    count = len(texts)
+    # Assigning 1.0 twice is harmless, so a gram repeated within a text counts once.
+    incidence = np.zeros((count, num_grams), dtype=np.float32)
+    incidence[text_index, gram_id] = 1.0
+    # float32 counts are exact up to 2**24 shared grams.
+    inter = (incidence @ incidence.T).astype(np.float64)
+    sizes = np.diag(inter)
+    union = sizes[:, None] + sizes[None, :] - inter
+    safe = np.where(union > 0, union, 1.0)
+    return np.where(union > 0, inter / safe, 1.0)
+
+
+def validate_scorer_value(value: object, i: int, j: int) -> float:
+    """Check one value returned by a user scorer: a finite real number in ``[0, 1]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        msg = (
+            f"'scorer' must return a real number in [0, 1] "
+            f"(got {value!r} of type {type(value).__name__} for completions {i} and {j})"
+        )
+        raise TypeError(msg)
+    score = float(value)
+    if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+        msg = f"'scorer' must return a finite value in [0, 1] (got {score!r} for completions {i} and {j})"
+        raise ValueError(msg)
+    return score
+
+
+def pairwise_similarities(
+    texts: Sequence[str], n: int, scorer: Scorer | None = None
+) -> npt.NDArray[np.float64]:
+    """
+    Return the similarity of every pair ``i < j`` of ``texts``, in ``np.triu_indices`` order.
+
+    With ``scorer=None`` the default n-gram Jaccard is computed for all pairs at once.
+    """
+    count = len(texts)
+    upper = np.triu_indices(count, 1)
+    if scorer is None:
+        return _vectorised(texts, n)[upper]
+    pairs = zip(upper[0].tolist(), upper[1].tolist(), strict=True)
+    return np.array(
+        [validate_scorer_value(scorer(texts[i], texts[j]), i, j) for i, j in pairs],
+        dtype=np.float64,
+    )

@@ -1,0 +1,124 @@
+"""
+Argument checking shared by every public entry point.
+
+Every message follows one grammar: the quoted name of the field or argument, the
+requirement, and the offending value, e.g. ``'min_reward_std' must be >= 0 (got -0.1)``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "as_float",
+    "as_int",
+    "check_finite",
+    "check_ge",
+    "check_gt",
+    "check_int",
+    "check_optional",
+    "check_range",
+    "check_real",
+    "describe",
+    "is_real",
+]
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def describe(value: object) -> str:
+    """Render a value for an error message: its repr, plus its type when that is not obvious."""
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return text
+    return f"{text} of type {type(value).__name__}"
+
+
+def is_real(value: object) -> bool:
+    """Tell whether ``value`` is a real number usable as a threshold (bools are not)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def as_float(value: float) -> float:
+    """Convert ints and numpy scalars to ``float``; leave anything else for the validator to reject."""
+    return float(value) if is_real(value) else value
+
+
+def as_int(value: int) -> int:
+    """Convert integral numpy scalars to ``int``; leave anything else for the validator to reject."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+
+
+def check_real(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Require a real number (not a bool, not a string)."""
+    if not is_real(value):
+        msg = f"'{attribute.name}' must be a real number (got {describe(value)})"
+        raise TypeError(msg)
+
+
+def check_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Require an integer (not a bool, not a float)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        msg = f"'{attribute.name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+
+
+def check_finite(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    """Require a finite number."""
+    if not math.isfinite(value):
+        msg = f"'{attribute.name}' must be finite (got {value!r})"
+        raise ValueError(msg)
+
+
+def check_ge(bound: float) -> Validator:
+    """Require ``value >= bound``."""
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+        if not value >= bound:
+            msg = f"'{attribute.name}' must be >= {bound:g} (got {value!r})"
+            raise ValueError(msg)
+
+    return _check
+
+
+def check_gt(bound: float) -> Validator:
+    """Require ``value > bound``."""
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+        if not value > bound:
+            msg = f"'{attribute.name}' must be > {bound:g} (got {value!r})"
+            raise ValueError(msg)
+
+    return _check
+
+
+def check_range(low: float, high: float, *, low_open: bool = False) -> Validator:
+    """Require ``low <= value <= high`` (or ``low < value`` when ``low_open``)."""
+    left = "(" if low_open else "["
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+        above = value > low if low_open else value >= low
+        if not (above and value <= high):
+            msg = f"'{attribute.name}' must be in {left}{low:g}, {high:g}] (got {value!r})"
+            raise ValueError(msg)
+
+    return _check
+
+
+def check_optional(*validators: Validator) -> Validator:
+    """Run ``validators`` unless the value is ``None``."""
+
+    def _check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None:
+            return
+        for validator in validators:
+            validator(inst, attribute, value)
+
+    return _check
