@@ -1,0 +1,1 @@
+"""Faithful test doubles of framework types (each module names the commit it mirrors)."""
