@@ -46,8 +46,10 @@ def main() -> None:
         controller.observe_round(state, decisions, num_generations=G)
         all_decisions += decisions
     admitted = min(TARGET, state.admitted_groups)
-    print(f"admitted {admitted}/{TARGET} groups from {state.generated_groups} generated "
-          f"(cost x{state.generated_groups / TARGET:.2f}); exhausted={plan.exhausted}")
+    print(
+        f"admitted {admitted}/{TARGET} groups from {state.generated_groups} generated "
+        f"(cost x{state.generated_groups / TARGET:.2f}); exhausted={plan.exhausted}"
+    )
     print("step:", group_admission_metrics(all_decisions))
 
 

@@ -19,7 +19,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Test doubles of framework types live in tests/doubles: `from doubles import slime_types`.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "ci",

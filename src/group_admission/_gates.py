@@ -52,19 +52,17 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats:
     return mean, math.sqrt(squares / len(values)), hi - lo, nontrivial, scale
 
 
-def _below(statistic: float, threshold: float, scale: float) -> bool:
-    return statistic < threshold - REL_TOL * max(threshold, scale)
-
-
 def reward_failures(
     config: GroupAdmissionConfig, std: float, spread: float, nontrivial: int, scale: float
 ) -> list[str]:
     """Name the reward checks that fail. Identical rewards fail every enabled check."""
-    dead = spread == 0.0
     failed = []
-    if config.min_reward_std > 0 and (dead or _below(std, config.min_reward_std, scale)):
+    dead = spread == 0.0
+    threshold = config.min_reward_std
+    if threshold > 0 and (dead or std < threshold - REL_TOL * max(threshold, scale)):
         failed.append(CHECK_STD)
-    if config.min_reward_range > 0 and (dead or _below(spread, config.min_reward_range, scale)):
+    threshold = config.min_reward_range
+    if threshold > 0 and (dead or spread < threshold - REL_TOL * max(threshold, scale)):
         failed.append(CHECK_RANGE)
     if nontrivial < config.min_nontrivial_advantages:
         failed.append(CHECK_NONTRIVIAL)
@@ -72,6 +70,14 @@ def reward_failures(
 
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def _sequential_sum(columns: FloatArray) -> FloatArray:
+    """Sum the rows of ``columns`` one after another, starting from 0.0 like the scalar loop."""
+    total = np.zeros(columns.shape[1])
+    for row in columns:
+        np.add(total, row, out=total)
+    return total
 
 
 # Groups per block in the batch gate: a block's members-major copy stays in cache, which
@@ -85,10 +91,9 @@ def batch_reward_statistics(
     """
     Row-wise :func:`reward_statistics` of a ``(groups, members)`` array of finite groups.
 
-    Each block of groups is copied members-major first: numpy reduces a C-contiguous
-    array over axis 0 by adding whole rows one after another, which is the scalar loop's
-    left-to-right order for every group at once (a reduction over the contiguous axis
-    would use pairwise summation and differ in the last bits).
+    Sums run member by member over whole columns of a block of groups (a members-major
+    copy), which is the scalar loop's left-to-right order for every group at once. numpy's
+    own ``sum`` would reduce a contiguous axis pairwise and differ in the last bits.
     """
     groups, members = rewards.shape
     mean, std, spread, scale = (np.empty(groups) for _ in range(4))
@@ -99,11 +104,11 @@ def batch_reward_statistics(
         lo, hi = columns.min(axis=0), columns.max(axis=0)
         scale[block] = np.maximum(np.abs(lo), np.abs(hi))
         spread[block] = hi - lo
-        mean[block] = columns.sum(axis=0) / members
+        mean[block] = _sequential_sum(columns) / members
         deviation = columns - mean[block]
         nontrivial[block] = (np.abs(deviation) > tolerance).sum(axis=0, dtype=np.int64)
         np.multiply(deviation, deviation, out=deviation)
-        std[block] = np.sqrt(deviation.sum(axis=0) / members)
+        std[block] = np.sqrt(_sequential_sum(deviation) / members)
         # Identical rewards: report exact zeros, never the rounding residue of a mean.
         dead = np.flatnonzero(lo == hi) + start
         mean[dead], std[dead], nontrivial[dead] = lo[dead - start], 0.0, 0

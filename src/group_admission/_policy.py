@@ -180,7 +180,7 @@ class GroupAdmissionPolicy:
             mean, std, spread, nontrivial, scale = reward_statistics(values, config.advantage_tolerance)
             failed = reward_failures(config, std, spread, nontrivial, scale)
         mean_similarity = max_similarity = None
-        if config.max_mean_pairwise_similarity is not None and texts is not None:
+        if texts is not None and config.max_mean_pairwise_similarity is not None:
             if any(text is None for text in texts):
                 problems.append(CHECK_MISSING_COMPLETION)
             elif len(texts) >= 2:
@@ -192,11 +192,14 @@ class GroupAdmissionPolicy:
                 mean_similarity, max_similarity = float(scores.mean()), float(scores.max())
                 if mean_similarity > config.max_mean_pairwise_similarity:
                     failed.append(CHECK_SIMILARITY)
-        external.extend(p for p in problems if p not in external)
+        if problems:
+            external.extend(p for p in problems if p not in external)
+        # The common admitted case builds no tuples (this is the hot path).
+        failed_checks = (*external, *failed) if external or failed else ()
         decision = GroupAdmissionDecision(
             reason=primary_reason(external, failed, spread),
-            failed_checks=(*external, *failed),
-            external_reasons=tuple(external),
+            failed_checks=failed_checks,
+            external_reasons=tuple(external) if external else (),
             group_size=size,
             unique_rollouts=len(values),
             reward_mean=mean,

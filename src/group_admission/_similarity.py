@@ -33,13 +33,18 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 # Token classes of the vectorised tokenizer.
 _SPACE, _WORD, _PUNCT = 0, 1, 2
-_ASCII_CLASS = np.array(
-    [
-        _WORD if (chr(c).isalnum() or chr(c) == "_") else _SPACE if chr(c).isspace() else _PUNCT
-        for c in range(128)
-    ],
-    dtype=np.uint8,
-)
+
+
+def _char_class(code: int) -> int:
+    char = chr(code)
+    if char.isalnum() or char == "_":  # exactly the characters regex \w matches
+        return _WORD
+    return _SPACE if char.isspace() else _PUNCT
+
+
+_LATIN1_CLASS = np.array([_char_class(c) for c in range(256)], dtype=np.uint8)
+# Masks that keep the first k bytes of a little-endian uint64, for k = 0..8.
+_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 # Tokens of up to 8 Latin-1 characters are identified exactly by their bytes packed into
 # one uint64; longer or wider tokens (rare in English, common in CJK text, where a whole
 # clause is one \w+ run) fall back to Python's 64-bit string hash.
@@ -68,19 +73,14 @@ def ngram_jaccard(a: str, b: str, n: int = 3) -> float:
 
 
 def _classify(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+    if len(codes) == 0 or int(codes.max()) < 256:
+        return _LATIN1_CLASS[codes]
     classes = np.empty(len(codes), dtype=np.uint8)
-    ascii_mask = codes < 128
-    classes[ascii_mask] = _ASCII_CLASS[codes[ascii_mask]]
-    if not ascii_mask.all():
-        unique, inverse = np.unique(codes[~ascii_mask], return_inverse=True)
-        unique_classes = np.array(
-            [
-                _WORD if (chr(c).isalnum() or chr(c) == "_") else _SPACE if chr(c).isspace() else _PUNCT
-                for c in unique.tolist()
-            ],
-            dtype=np.uint8,
-        )
-        classes[~ascii_mask] = unique_classes[inverse]
+    narrow = codes < 256
+    classes[narrow] = _LATIN1_CLASS[codes[narrow]]
+    # Wide characters are few distinct code points even in CJK text: classify each once.
+    unique, inverse = np.unique(codes[~narrow], return_inverse=True)
+    classes[~narrow] = np.array([_char_class(c) for c in unique.tolist()], dtype=np.uint8)[inverse]
     return classes
 
 
@@ -103,10 +103,12 @@ def _token_ids(
         # A token holds a wide character iff the running count differs at its two ends.
         running = np.concatenate(([0], np.cumsum(wide)))
         complex_mask |= running[ends] != running[starts]
-    offsets = starts[:, None] + np.arange(_PACK)
-    inside = offsets < ends[:, None]
-    packed = np.where(inside, codes[np.minimum(offsets, len(codes) - 1)], 0).astype(np.uint8)
-    keys = packed.view(np.uint64).reshape(-1).astype(np.int64)
+    # Read the 8 bytes at every token start as one little-endian uint64 (an unaligned,
+    # overlapping view of the padded Latin-1 bytes), then keep the token's own bytes.
+    padded = np.zeros(len(codes) + _PACK, dtype=np.uint8)
+    padded[: len(codes)] = codes  # wide characters wrap, but their tokens are complex
+    windows = np.ndarray(shape=(len(codes),), dtype="<u8", buffer=padded, strides=(1,))
+    keys = (windows[starts] & _BYTE_MASKS[np.minimum(lengths, _PACK)]).astype(np.int64)
     if not complex_mask.any():
         return _dense(keys)
     simple_ids, simple_count = _dense(keys[~complex_mask])
@@ -130,6 +132,8 @@ def _gram_sets(texts: Sequence[str], n: int) -> tuple[npt.NDArray[np.int64], npt
     lowered = [text.lower() for text in texts]
     joined = "\n".join(lowered)
     codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
     classes = _classify(codes)
     word = classes == _WORD
     punct = classes == _PUNCT

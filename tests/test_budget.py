@@ -1,0 +1,473 @@
+"""SamplingBudgetController: plan semantics, hard caps (stateful), monotonicity, golden traces."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from group_admission import (
+    AdmissionStats,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    ResamplePlan,
+    SamplingBudgetConfig,
+    SamplingBudgetController,
+    SamplingBudgetState,
+    binomial_groups_needed,
+)
+
+POLICY = GroupAdmissionPolicy(GroupAdmissionConfig(min_reward_std=1e-6))
+GOOD = POLICY.evaluate([0.0, 1.0])
+DEAD = POLICY.evaluate([1.0, 1.0])
+GOLDEN = Path(__file__).parent / "data" / "golden"
+
+
+def decisions(admitted: int, rejected: int) -> list:
+    return [GOOD] * admitted + [DEAD] * rejected
+
+
+def controller(**fields: Any) -> SamplingBudgetController:
+    return SamplingBudgetController(SamplingBudgetConfig(**fields))
+
+
+class TestPlans:
+    def test_the_default_budget_disables_resampling(self) -> None:
+        ctl = controller()
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(2, 2), num_generations=4)
+
+        plan = ctl.plan_resampling(state, target_groups=4, num_generations=4)
+
+        assert (
+            ResamplePlan(
+                extra_groups=0,
+                remaining_target_groups=2,
+                effective_rate=0.5,
+                exhausted=True,
+                limited_by=("resample_round_budget",),
+            )
+            == plan
+        )
+
+    def test_target_met_is_not_exhaustion(self) -> None:
+        ctl = controller(max_extra_groups=4, max_resample_rounds=1)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(4, 0), num_generations=4)
+
+        plan = ctl.plan_resampling(state, target_groups=4, num_generations=4)
+
+        assert (0, False, ("target_met",)) == (plan.extra_groups, plan.exhausted, plan.limited_by)
+
+    def test_expected_mode_asks_remaining_over_rate(self) -> None:
+        ctl = controller(max_extra_groups=100, max_resample_rounds=3)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(6, 4), num_generations=8)
+
+        plan = ctl.plan_resampling(state, target_groups=10, num_generations=8)
+
+        assert 0.6 == plan.effective_rate
+        assert math.ceil(4 / 0.6) == plan.extra_groups == plan.requested_groups
+        assert () == plan.limited_by
+
+    def test_the_rate_is_floored(self) -> None:
+        ctl = controller(max_extra_groups=1000, max_resample_rounds=3, min_effective_rate=0.1)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(0, 10), num_generations=8)
+
+        plan = ctl.plan_resampling(state, target_groups=10, num_generations=8)
+
+        assert (0.1, 100) == (plan.effective_rate, plan.extra_groups)
+
+    def test_the_ema_starts_at_the_first_round_then_moves_by_alpha(self) -> None:
+        ctl = controller(effective_rate_ema_alpha=0.25)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(1, 3), num_generations=2)
+        first = state.effective_rate_ema
+        ctl.observe_round(state, decisions(1, 0), num_generations=2)
+
+        assert 0.25 == first
+        assert 0.25 * 1.0 + 0.75 * 0.25 == state.effective_rate_ema
+
+    def test_a_round_without_groups_leaves_the_rate_alone(self) -> None:
+        ctl = controller()
+        state = ctl.new_state()
+        ctl.observe_round(state, [], num_generations=2)
+
+        assert (1, None) == (state.sampling_rounds, state.effective_rate_ema)
+
+    def test_caps_bind_at_group_granularity_and_are_all_named(self) -> None:
+        ctl = controller(
+            max_extra_groups=10,
+            max_extra_groups_per_round=5,
+            max_resample_rounds=2,
+            max_total_samples=10 * 3 + 5 * 3 + 2,
+            max_total_tokens=10 * 100 + 5 * 100 + 99,
+        )
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(2, 8), num_generations=3, generated_tokens=1000)
+
+        plan = ctl.plan_resampling(state, target_groups=10, num_generations=3)
+
+        # 17 samples and 599 tokens of room are 5 groups each; the per-round cap is 5 too.
+        assert 5 == plan.extra_groups
+        assert ("per_round_group_budget", "sample_budget", "token_budget") == plan.limited_by
+        assert 40 == plan.requested_groups
+
+    def test_the_extra_group_budget_counts_every_generated_group(self) -> None:
+        ctl = controller(max_extra_groups=3, max_resample_rounds=5)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(1, 9), num_generations=2)
+
+        plan = ctl.plan_resampling(state, target_groups=10, num_generations=2)
+
+        assert (3, ("extra_group_budget",)) == (plan.extra_groups, plan.limited_by)
+
+    def test_an_explicit_token_estimate_wins_over_the_observed_average(self) -> None:
+        ctl = controller(max_extra_groups=50, max_resample_rounds=2, max_total_tokens=2000)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(5, 5), num_generations=2, generated_tokens=1000)
+
+        observed = ctl.plan_resampling(state, target_groups=10, num_generations=2)
+        estimated = ctl.plan_resampling(
+            state, target_groups=10, num_generations=2, estimated_tokens_per_group=250
+        )
+
+        assert (10, 4) == (observed.extra_groups, estimated.extra_groups)
+
+    def test_exhaustion_by_a_cap_is_explicit(self) -> None:
+        ctl = controller(max_extra_groups=10, max_resample_rounds=3, max_total_samples=20)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(0, 10), num_generations=2)
+
+        plan = ctl.plan_resampling(state, target_groups=10, num_generations=2)
+
+        assert (0, True, ("sample_budget",)) == (plan.extra_groups, plan.exhausted, plan.limited_by)
+
+    def test_planning_before_any_round_asks_for_the_target(self) -> None:
+        ctl = controller(max_total_samples=12)
+        plan = ctl.plan_resampling(ctl.new_state(), target_groups=8, num_generations=2)
+
+        assert (6, ("sample_budget",)) == (plan.extra_groups, plan.limited_by)
+
+    def test_stats_and_batch_results_are_observations_too(self) -> None:
+        import numpy as np
+
+        ctl = controller()
+        from_stats, from_batch = ctl.new_state(), ctl.new_state()
+        stats = AdmissionStats()
+        stats.add_many(decisions(3, 1))
+        ctl.observe_round(from_stats, stats, num_generations=2)
+        ctl.observe_round(
+            from_batch, POLICY.evaluate_batch(np.array([[0, 1]] * 3 + [[1, 1]])), num_generations=2
+        )
+
+        assert from_stats == from_batch
+        assert (4, 8, 3, 1) == (
+            from_stats.generated_groups,
+            from_stats.generated_samples,
+            from_stats.admitted_groups,
+            from_stats.rejected_groups,
+        )
+
+    def test_new_state_can_carry_the_rate_across_steps(self) -> None:
+        ctl = controller()
+        old = ctl.new_state()
+        ctl.observe_round(old, decisions(1, 1), num_generations=2)
+
+        assert SamplingBudgetState(effective_rate_ema=0.5) == ctl.new_state(carry_rate_from=old)
+
+
+class TestDeterminismAndCheckpoints:
+    def test_a_restored_state_plans_exactly_what_the_original_would(self) -> None:
+        ctl = controller(max_extra_groups=20, max_resample_rounds=3, max_total_tokens=5000, mode="confidence")
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(3, 7), num_generations=4, generated_tokens=1234)
+
+        restored = SamplingBudgetState.from_dict(json.loads(json.dumps(state.to_dict())))
+        twin = SamplingBudgetController(SamplingBudgetConfig.from_mapping(ctl.config.to_dict()))
+
+        assert ctl.plan_resampling(state, target_groups=10, num_generations=4) == twin.plan_resampling(
+            restored, target_groups=10, num_generations=4
+        )
+
+    def test_planning_never_changes_the_state(self) -> None:
+        ctl = controller(max_extra_groups=20, max_resample_rounds=3)
+        state = ctl.new_state()
+        ctl.observe_round(state, decisions(3, 7), num_generations=4)
+        before = state.to_dict()
+
+        first = ctl.plan_resampling(state, target_groups=10, num_generations=4)
+        second = ctl.plan_resampling(state, target_groups=10, num_generations=4)
+
+        assert first == second
+        assert before == state.to_dict()
+
+
+class TestBinomial:
+    @pytest.mark.parametrize(
+        ("remaining", "rate", "confidence"),
+        [(1, 0.5, 0.9), (5, 0.3, 0.9), (3, 0.8, 0.5), (10, 0.05, 0.99), (4, 1.0, 0.9)],
+    )
+    def test_smallest_n_reaching_the_confidence(self, remaining: int, rate: float, confidence: float) -> None:
+        def tail(n: int) -> float:
+            return sum(math.comb(n, k) * rate**k * (1 - rate) ** (n - k) for k in range(remaining, n + 1))
+
+        n = binomial_groups_needed(remaining, rate, confidence)
+
+        assert tail(n) >= confidence - 1e-12
+        assert n == remaining or tail(n - 1) < confidence
+
+    def test_nothing_remaining_needs_nothing(self) -> None:
+        assert 0 == binomial_groups_needed(0, 0.3, 0.9)
+
+
+@given(
+    admitted=st.integers(0, 40),
+    rejected=st.integers(0, 40),
+    target=st.integers(0, 60),
+    extra=st.integers(0, 80),
+    per_round=st.one_of(st.none(), st.integers(0, 30)),
+    samples=st.one_of(st.none(), st.integers(0, 2000)),
+    bump=st.integers(1, 50),
+)
+def test_a_larger_budget_never_plans_fewer_groups(
+    admitted: int,
+    rejected: int,
+    target: int,
+    extra: int,
+    per_round: int | None,
+    samples: int | None,
+    bump: int,
+) -> None:
+    small = {
+        "max_extra_groups": extra,
+        "max_extra_groups_per_round": per_round,
+        "max_resample_rounds": 2,
+        "max_total_samples": samples,
+    }
+    large = {
+        "max_extra_groups": extra + bump,
+        "max_resample_rounds": 3,
+        "max_extra_groups_per_round": None if per_round is None else per_round + bump,
+        "max_total_samples": None if samples is None else samples + bump * 8,
+    }
+    state = SamplingBudgetState()
+    SamplingBudgetController().observe_round(state, decisions(admitted, rejected), num_generations=8)
+
+    few = controller(**small).plan_resampling(state, target_groups=target, num_generations=8)
+    many = controller(**large).plan_resampling(state, target_groups=target, num_generations=8)
+
+    assert many.extra_groups >= few.extra_groups
+
+
+@given(
+    admitted=st.integers(0, 40),
+    rejected=st.integers(0, 40),
+    target=st.integers(0, 60),
+    extra=st.integers(0, 200),
+    confidence=st.floats(0.01, 0.99),
+    floor=st.floats(0.01, 1.0),
+)
+def test_confidence_mode_never_plans_fewer_than_expected_mode(
+    admitted: int, rejected: int, target: int, extra: int, confidence: float, floor: float
+) -> None:
+    state = SamplingBudgetState()
+    SamplingBudgetController().observe_round(state, decisions(admitted, rejected), num_generations=4)
+    common = {"max_extra_groups": extra, "max_resample_rounds": 2, "min_effective_rate": floor}
+
+    expected = controller(**common).plan_resampling(state, target_groups=target, num_generations=4)
+    confident = controller(**common, mode="confidence", confidence=confidence).plan_resampling(
+        state, target_groups=target, num_generations=4
+    )
+
+    assert confident.extra_groups >= expected.extra_groups
+
+
+class BudgetMachine(RuleBasedStateMachine):
+    """A caller that follows every plan, whatever the admission outcomes and token counts."""
+
+    @initialize(
+        extra=st.integers(0, 40),
+        per_round=st.one_of(st.none(), st.integers(1, 20)),
+        rounds=st.integers(0, 4),
+        samples=st.one_of(st.none(), st.integers(0, 600)),
+        tokens=st.one_of(st.none(), st.integers(0, 40_000)),
+        mode=st.sampled_from(["expected", "confidence"]),
+        alpha=st.floats(0.05, 1.0),
+        goal=st.integers(1, 24),
+        generations=st.integers(1, 8),
+        tokens_per_group=st.integers(1, 800),
+    )
+    def setup(
+        self,
+        extra: int,
+        per_round: int | None,
+        rounds: int,
+        samples: int | None,
+        tokens: int | None,
+        mode: str,
+        alpha: float,
+        goal: int,
+        generations: int,
+        tokens_per_group: int,
+    ) -> None:
+        self.config = SamplingBudgetConfig(
+            max_extra_groups=extra,
+            max_extra_groups_per_round=per_round,
+            max_resample_rounds=rounds,
+            max_total_samples=samples,
+            max_total_tokens=tokens,
+            mode=mode,
+            effective_rate_ema_alpha=alpha,
+        )
+        self.ctl = SamplingBudgetController(self.config)
+        self.state = self.ctl.new_state()
+        self.target, self.generations, self.bound = goal, generations, tokens_per_group
+
+    def _plan(self) -> ResamplePlan:
+        return self.ctl.plan_resampling(
+            self.state,
+            target_groups=self.target,
+            num_generations=self.generations,
+            estimated_tokens_per_group=self.bound,
+        )
+
+    @rule(data=st.data())
+    def generate_what_the_plan_says(self, data: st.DataObject) -> None:
+        plan = self._plan()
+        groups = plan.extra_groups
+        if not groups:
+            return  # done or exhausted: a caller that follows the plan stops here
+        admitted = data.draw(st.integers(0, groups), label="admitted")
+        tokens = data.draw(st.integers(0, groups * self.bound), label="tokens")
+        self.ctl.observe_round(
+            self.state,
+            decisions(admitted, groups - admitted),
+            num_generations=self.generations,
+            generated_tokens=tokens,
+        )
+
+    @invariant()
+    def hard_caps_hold(self) -> None:
+        state, config = self.state, self.config
+        assert state.generated_groups <= self.target + config.max_extra_groups
+        assert state.resample_rounds <= config.max_resample_rounds
+        if config.max_total_samples is not None:
+            assert state.generated_samples <= config.max_total_samples
+        if config.max_total_tokens is not None:
+            assert state.generated_tokens <= config.max_total_tokens
+
+    @invariant()
+    def the_plan_is_consistent(self) -> None:
+        plan = self._plan()
+        assert plan.extra_groups >= 0
+        assert plan.exhausted == (plan.extra_groups == 0 and plan.remaining_target_groups > 0)
+        if plan.remaining_target_groups == 0:
+            assert ("target_met",) == plan.limited_by
+        if self.config.max_extra_groups_per_round is not None:
+            assert plan.extra_groups <= self.config.max_extra_groups_per_round
+
+
+TestBudgetMachine = BudgetMachine.TestCase
+
+
+def test_a_reject_everything_policy_ends_in_explicit_exhaustion() -> None:
+    ctl = controller(max_extra_groups=1000, max_resample_rounds=4)
+    state = ctl.new_state()
+    ctl.observe_round(state, decisions(0, 8), num_generations=4)
+    rounds = 1
+    while (plan := ctl.plan_resampling(state, target_groups=8, num_generations=4)).extra_groups:
+        ctl.observe_round(state, decisions(0, plan.extra_groups), num_generations=4)
+        rounds += 1
+
+    assert 5 == rounds
+    assert plan.exhausted
+    assert ("resample_round_budget",) == plan.limited_by
+
+
+# -- golden traces ----------------------------------------------------------------------
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "expected_binary": {
+        "config": {"max_extra_groups": 16, "max_resample_rounds": 3},
+        "target": 16,
+        "generations": 8,
+        "tokens_per_group": None,
+        "admit_rate": [0.5, 0.7, 0.2, 0.9],
+    },
+    "confidence_binary": {
+        "config": {"max_extra_groups": 16, "max_resample_rounds": 3, "mode": "confidence"},
+        "target": 16,
+        "generations": 8,
+        "tokens_per_group": None,
+        "admit_rate": [0.5, 0.7, 0.2, 0.9],
+    },
+    "token_capped": {
+        "config": {
+            "max_extra_groups": 50,
+            "max_resample_rounds": 5,
+            "max_total_tokens": 9000,
+            "max_extra_groups_per_round": 6,
+        },
+        "target": 10,
+        "generations": 3,
+        "tokens_per_group": 300,
+        "admit_rate": [0.3, 0.3, 0.3, 0.3, 0.3, 0.3],
+    },
+    "pr_experiment_task": {
+        "config": {
+            "max_extra_groups": 2,
+            "max_resample_rounds": 1,
+            "max_total_samples": 9,
+            "max_total_tokens": 30000,
+        },
+        "target": 1,
+        "generations": 3,
+        "tokens_per_group": 3000,
+        "admit_rate": [0.0, 0.0],
+    },
+}
+
+
+def trace(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    ctl = SamplingBudgetController(scenario["config"])
+    state = ctl.new_state()
+    rows = []
+    groups = scenario["target"]
+    for rate in scenario["admit_rate"]:
+        admitted = math.floor(groups * rate)
+        tokens = groups * (scenario["tokens_per_group"] or 0)
+        ctl.observe_round(
+            state,
+            decisions(admitted, groups - admitted),
+            num_generations=scenario["generations"],
+            generated_tokens=tokens,
+        )
+        plan = ctl.plan_resampling(
+            state,
+            target_groups=scenario["target"],
+            num_generations=scenario["generations"],
+            estimated_tokens_per_group=scenario["tokens_per_group"],
+        )
+        rows.append({"admitted": admitted, "state": state.to_dict(), "plan": plan.to_dict()})
+        groups = plan.extra_groups
+        if not groups:
+            break
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_golden_trace(name: str) -> None:
+    path = GOLDEN / f"budget_{name}.json"
+    actual = trace(SCENARIOS[name])
+    if os.environ.get("GA_REGENERATE_GOLDEN") == "1":  # pragma: no cover - maintenance switch
+        path.write_text(json.dumps(actual, indent=1) + "\n")
+
+    assert json.loads(path.read_text()) == actual

@@ -1,0 +1,80 @@
+"""GroupAdmissionConfig and SamplingBudgetConfig: defaults, converters, mapping and YAML constructors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import numpy as np
+import pytest
+
+from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+
+
+def test_every_gate_is_off_by_default() -> None:
+    config = GroupAdmissionConfig()
+
+    assert not config.reward_gate_enabled
+    assert not config.similarity_gate_enabled
+
+
+def test_numpy_scalars_and_ints_are_converted() -> None:
+    config = GroupAdmissionConfig(
+        min_reward_std=np.float32(0.5), min_nontrivial_advantages=np.int64(2), min_reward_range=1
+    )
+
+    assert isinstance(config.min_reward_std, float)
+    assert isinstance(config.min_reward_range, float)
+    assert 2 == config.min_nontrivial_advantages
+    assert type(config.min_nontrivial_advantages) is int
+
+
+def test_gate_on_accepts_a_single_name() -> None:
+    assert ("accuracy",) == GroupAdmissionConfig(gate_on="accuracy").gate_on
+
+
+def test_configs_are_frozen() -> None:
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        GroupAdmissionConfig().min_reward_std = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls", [GroupAdmissionConfig, SamplingBudgetConfig])
+def test_to_dict_round_trips_through_from_mapping(cls: type) -> None:
+    config = (
+        GroupAdmissionConfig(min_reward_std=1e-6, gate_on=["accuracy"], max_mean_pairwise_similarity=0.9)
+        if cls is GroupAdmissionConfig
+        else SamplingBudgetConfig(max_extra_groups=4, max_total_tokens=1000, mode="confidence")
+    )
+
+    assert config == cls.from_mapping(config.to_dict())
+
+
+def test_from_yaml_reads_a_section(tmp_path: Path) -> None:
+    path = tmp_path / "admission.yaml"
+    path.write_text(
+        "policy:\n  min_reward_std: 1.0e-6\n  min_reward_range: 0.02\n  gate_on: [accuracy]\n"
+        "budget:\n  max_extra_groups: 8\n  max_resample_rounds: 2\n  mode: confidence\n"
+    )
+
+    policy = GroupAdmissionConfig.from_yaml(path, key="policy")
+    budget = SamplingBudgetConfig.from_yaml(path, key="budget")
+
+    assert GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, gate_on=["accuracy"]) == policy
+    assert SamplingBudgetConfig(max_extra_groups=8, max_resample_rounds=2, mode="confidence") == budget
+
+
+def test_an_empty_yaml_file_gives_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+
+    assert GroupAdmissionConfig() == GroupAdmissionConfig.from_yaml(path)
+    assert SamplingBudgetConfig() == SamplingBudgetConfig.from_yaml(path, key="budget")
+
+
+def test_from_yaml_without_pyyaml_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "yaml", None)  # makes "import yaml" raise ImportError
+
+    with pytest.raises(ImportError, match=r"pip install 'group-admission\[yaml\]'"):
+        GroupAdmissionConfig.from_yaml(tmp_path / "x.yaml")

@@ -1,0 +1,199 @@
+"""Invariants of the admission policy, checked by Hypothesis."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from group_admission import (
+    AdmissionStats,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    RejectionReason,
+    group_admission_metrics,
+)
+from strategies import configs, dyadic_groups, float_groups, reward_matrices
+
+REWARD_CHECKS = {
+    "reward_std_below_threshold",
+    "reward_range_below_threshold",
+    "insufficient_nontrivial_advantages",
+}
+
+
+@given(config=configs(), rewards=dyadic_groups, seed=st.integers(0, 2**16))
+def test_decision_is_invariant_to_permuting_members(
+    config: GroupAdmissionConfig, rewards: list[float], seed: int
+) -> None:
+    shuffled = list(rewards)
+    random.Random(seed).shuffle(shuffled)
+    policy = GroupAdmissionPolicy(config)
+
+    first, second = policy.evaluate(rewards), policy.evaluate(shuffled)
+
+    assert first.reason == second.reason
+    assert first.failed_checks == second.failed_checks
+    assert first.reward_range == second.reward_range
+
+
+@given(config=configs(), rewards=dyadic_groups, shift=st.integers(-64, 64))
+def test_every_reward_gate_is_invariant_to_shifting_rewards(
+    config: GroupAdmissionConfig, rewards: list[float], shift: int
+) -> None:
+    policy = GroupAdmissionPolicy(config)
+
+    base, moved = policy.evaluate(rewards), policy.evaluate([r + shift for r in rewards])
+
+    assert base.reason == moved.reason
+    assert base.failed_checks == moved.failed_checks
+    assert base.nontrivial_advantage_count == moved.nontrivial_advantage_count
+
+
+@given(config=configs(), rewards=float_groups)
+def test_evaluation_is_deterministic(config: GroupAdmissionConfig, rewards: list[float]) -> None:
+    policy = GroupAdmissionPolicy(config)
+
+    assert (
+        policy.evaluate(rewards).to_dict() == GroupAdmissionPolicy(config).evaluate(list(rewards)).to_dict()
+    )
+
+
+@given(
+    config=configs(),
+    rewards=st.lists(
+        st.one_of(st.none(), st.sampled_from([0.0, 1.0, float("nan")]), st.floats(-5, 5)),
+        min_size=1,
+        max_size=8,
+    ),
+    external=st.lists(st.sampled_from(["stale", "timeout"]), max_size=2),
+)
+def test_exactly_one_primary_reason_consistent_with_the_failed_checks(
+    config: GroupAdmissionConfig, rewards: list[float | None], external: list[str]
+) -> None:
+    decision = GroupAdmissionPolicy(config).evaluate(rewards, external_reasons=external)
+    failed = set(decision.failed_checks)
+
+    assert decision.admitted == (decision.reason is None) == (not failed)
+    if decision.external_reasons:
+        assert RejectionReason.EXTERNAL == decision.reason
+    elif failed & REWARD_CHECKS:
+        expected = RejectionReason.EXACT_DEAD if decision.reward_range == 0 else RejectionReason.NEAR_TIE
+        assert expected == decision.reason
+    elif failed:
+        assert RejectionReason.REDUNDANT == decision.reason
+    assert set(decision.external_reasons) <= failed
+
+
+@given(config=configs(), rewards=reward_matrices())
+def test_evaluate_batch_agrees_exactly_with_evaluate(
+    config: GroupAdmissionConfig, rewards: np.ndarray
+) -> None:
+    policy = GroupAdmissionPolicy(config)
+
+    batch = policy.evaluate_batch(rewards)
+
+    for row, decision in zip(rewards, batch.decisions(), strict=True):
+        assert policy.evaluate(row).to_dict() == decision.to_dict()
+    assert [None if d.reason is None else d.reason.value for d in batch.decisions()] == batch.reasons()
+
+
+@given(
+    config=configs(similarity=True),
+    accuracy=st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_evaluate_batch_agrees_on_composites_ids_texts_and_reasons(
+    config: GroupAdmissionConfig, accuracy: list[list[float]], data: st.DataObject
+) -> None:
+    groups = len(accuracy)
+    grid = st.sampled_from([0.0, 0.05, 0.1])
+    brevity = data.draw(st.lists(st.lists(grid, min_size=3, max_size=3), min_size=groups, max_size=groups))
+    ids = data.draw(
+        st.lists(
+            st.lists(st.sampled_from([0, 1, 2]), min_size=3, max_size=3), min_size=groups, max_size=groups
+        )
+    )
+    words = st.sampled_from(["add the numbers", "carry the one", "answer is 4", None])
+    texts = data.draw(st.lists(st.lists(words, min_size=3, max_size=3), min_size=groups, max_size=groups))
+    external = data.draw(st.lists(st.sampled_from([(), ("stale",)]), min_size=groups, max_size=groups))
+    config = GroupAdmissionConfig(**{**config.to_dict(), "gate_on": ["accuracy"]})
+    policy = GroupAdmissionPolicy(config)
+    rewards = {"accuracy": np.array(accuracy), "brevity": np.array(brevity)}
+
+    batch = policy.evaluate_batch(rewards, texts, external_reasons=external, rollout_ids=ids)
+
+    for row in range(groups):
+        single = policy.evaluate(
+            {"accuracy": accuracy[row], "brevity": brevity[row]},
+            texts[row],
+            external_reasons=external[row],
+            rollout_ids=ids[row],
+        )
+        assert single.to_dict() == batch.decision(row).to_dict()
+
+
+@given(
+    batches=st.lists(st.lists(st.sampled_from([0, 1, 2, 3, 4]), max_size=20), max_size=6),
+    seed=st.integers(0, 99),
+)
+def test_counts_conserve_under_random_merges(batches: list[list[int]], seed: int) -> None:
+    policy = GroupAdmissionPolicy(GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.2))
+    menu = {
+        0: ([0.0, 1.0], ()),
+        1: ([1.0, 1.0], ()),
+        2: ([0.5, 0.6], ()),
+        3: ([0.0, 1.0], ("stale",)),
+        4: ([float("nan"), 1.0], ()),
+    }
+    parts = []
+    everything = []
+    for batch in batches:
+        decisions = [policy.evaluate(menu[k][0], external_reasons=menu[k][1]) for k in batch]
+        everything += decisions
+        stats = AdmissionStats()
+        stats.add_many(decisions)
+        parts.append(stats)
+    random.Random(seed).shuffle(parts)
+    total = AdmissionStats()
+    for part in parts:
+        total = total.merge(AdmissionStats.from_dict(part.to_dict()))
+
+    assert group_admission_metrics(everything) == total.metrics()
+    assert (
+        total.candidates
+        == total.admitted + total.external + total.exact_dead + total.near_tie + total.redundant
+    )
+
+
+def test_counts_conserve_under_concurrent_thread_and_asyncio_updates() -> None:
+    policy = GroupAdmissionPolicy(GroupAdmissionConfig(min_reward_std=1e-6))
+    decisions = [policy.evaluate(r) for r in ([0, 1], [1, 1], [float("nan"), 0])]
+    stats = AdmissionStats()
+
+    def worker() -> None:
+        for i in range(600):
+            stats.add(decisions[i % 3])
+
+    async def task() -> None:
+        for i in range(300):
+            stats.add_many([decisions[i % 3]])
+            await asyncio.sleep(0)
+
+    async def tasks() -> None:
+        await asyncio.gather(*(task() for _ in range(4)))
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    asyncio.run(tasks())
+    for thread in threads:
+        thread.join()
+
+    assert 6 * 600 + 4 * 300 == stats.candidates
+    assert stats.candidates == stats.admitted + stats.exact_dead + stats.external
+    assert stats.admitted == stats.exact_dead == stats.external
