@@ -63,9 +63,7 @@ def test_importing_the_package_loads_no_heavy_or_framework_module() -> None:
     code = textwrap.dedent(
         """
         import sys
-        import pytest
-
-import group_admission
+        import group_admission
         import group_admission.adapters
         policy = group_admission.GroupAdmissionPolicy({"min_reward_std": 1e-6})
         policy.evaluate([0.0, 1.0])
