@@ -297,3 +297,15 @@ class TestLogging:
             policy(min_reward_std=1e-6).evaluate([1, 1])
 
         assert [] == logs
+
+
+def test_evaluate_batch_accepts_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+    rewards = np.array([[0.0, 1.0, 1.0], [0.5, 0.5, 0.5], [0.2, 0.21, 0.2]])
+    p = policy(min_reward_std=1e-6, min_reward_range=0.05)
+
+    from_numpy = p.evaluate_batch(rewards)
+    from_torch = p.evaluate_batch(torch.tensor(rewards, dtype=torch.float32))
+
+    assert ["exact_dead", "near_tie"] == from_numpy.reasons()[1:]
+    assert from_numpy.reasons() == from_torch.reasons()
