@@ -1,0 +1,85 @@
+"""
+Simulate admission strategies before spending GPU hours on them.
+
+``simulate`` runs strategies side by side on the same simulated steps, drawn from a task
+model (pass rates from a Beta distribution, optional shaping term, response lengths),
+and reports what each costs and what informative yield it delivers. The strategies are
+faithful models of slime's over-sampling waves, verl's DAPO dynamic sampling, ROLL's
+resample-until-full loop, RAGEN's top-p filter, the twinkle pull request's per-task
+retry, this SDK's ``SamplingBudgetController`` and an oracle lower bound; every one judges
+groups with the real ``GroupAdmissionPolicy``. See ``docs/simulation.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
+from ._models import (
+    BinaryTaskModel,
+    CompositeTaskModel,
+    ResponseLengthModel,
+    SimulationConfig,
+    TaskModel,
+    task_model_from_mapping,
+)
+from ._plot import plot_result
+from ._results import StepOutcome, StepTally, StrategyResult, summarize
+from ._simulate import (
+    DEFAULT_POLICY,
+    STRATEGY_KINDS,
+    SimulationResult,
+    default_strategies,
+    simulate,
+    strategy_from_mapping,
+)
+from ._strategies import (
+    ControllerResampling,
+    NoFiltering,
+    Oracle,
+    PerTaskRetry,
+    RagenTopP,
+    Strategy,
+    ragen_top_p,
+)
+from ._stream import GroupBatch, StepContext
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "STRATEGY_KINDS",
+    "BinaryTaskModel",
+    "CompositeTaskModel",
+    "ControllerResampling",
+    "DapoDynamicSampling",
+    "GroupBatch",
+    "NoFiltering",
+    "Oracle",
+    "PerTaskRetry",
+    "RagenTopP",
+    "ResponseLengthModel",
+    "RollResampling",
+    "SimulationConfig",
+    "SimulationResult",
+    "SlimeWaves",
+    "StepContext",
+    "StepOutcome",
+    "StepTally",
+    "Strategy",
+    "StrategyResult",
+    "TaskModel",
+    "default_strategies",
+    "plot_result",
+    "ragen_top_p",
+    "simulate",
+    "strategy_from_mapping",
+    "summarize",
+    "task_model_from_mapping",
+]
+
+for _name in __all__:
+    _obj = globals().get(_name)
+    if _obj is not None and hasattr(_obj, "__module__") and not isinstance(_obj, (dict, str)):
+        # Reprs and docs say group_admission.simulation.X, not ..._models.X.
+        with contextlib.suppress(AttributeError, TypeError):
+            _obj.__module__ = __name__
+del _name, _obj

@@ -1,0 +1,327 @@
+"""
+The resampling loops of slime, verl's DAPO recipe and ROLL, with the policy as filter.
+
+The loops follow the reference notes on each framework. slime and ROLL run as small
+event simulations: a group finishes when its longest member does (one token per time
+unit per member), so the response-length model decides the order in which groups
+arrive, which is what slime's drop rule depends on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from .._validation import as_int, check_ge, check_int, check_optional
+from ..adapters.slime import should_drop
+from ._models import SimulationConfig
+from ._results import StepOutcome, StepTally
+from ._strategies import check_bool, check_name, strategy_dict
+from ._stream import GroupBatch, StepContext
+
+__all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
+
+_EXTERNAL_CODE = 1  # BatchAdmissionResult.REASONS[1] is RejectionReason.EXTERNAL
+
+
+@attrs.frozen(kw_only=True)
+class SlimeWaves:
+    """
+    slime's over-sampling waves (``generate_rollout_async``) with a dynamic filter.
+
+    The target is ``rollout_batch_size`` (the simulation's ``target_groups``). While
+    ``remaining_batch_size`` (submitted minus dropped groups) is below the target, a
+    full wave of ``over_sampling_batch_size`` fresh groups is submitted. Finished groups
+    are handled in the order they finish: a group the policy admits is kept; a rejected
+    one goes through slime's drop rule (:func:`group_admission.adapters.slime.should_drop`)
+    with ``keep_when_insufficient`` set for reward rejections in fallback mode (never for
+    failed rollouts). Kept groups beyond the target that finish at the same instant are
+    discarded; groups still in flight when the target is reached are aborted. slime has
+    no cap on waves: the simulation's safety limit ends such a step.
+
+    Args:
+        over_sampling_batch_size: Groups per wave (``None``: the target, slime's
+            default); must be at least the target.
+        keep_when_insufficient: The fallback filter (``check_reward_nonzero_std_with_fallback``)
+            instead of the strict one.
+        name: The label in results.
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: ClassVar[str] = "slime"
+    over_sampling_batch_size: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+    keep_when_insufficient: bool = attrs.field(default=False, validator=check_bool)
+    name: str = attrs.field(validator=check_name)
+
+    @name.default
+    def _default_name(self) -> str:
+        mode = "fallback" if self.keep_when_insufficient else "strict"
+        size = "" if self.over_sampling_batch_size is None else f",{self.over_sampling_batch_size}"
+        return f"slime({mode}{size})"
+
+    def check(self, config: SimulationConfig) -> None:
+        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``."""
+        size = self.over_sampling_batch_size
+        if size is not None and size < config.target_groups:
+            msg = (
+                f"'over_sampling_batch_size' must be >= target_groups ({config.target_groups}), "
+                f"as slime asserts (got {size})"
+            )
+            raise ValueError(msg)
+
+    def run_step(self, context: StepContext) -> StepOutcome:
+        """Submit waves and filter finished groups until ``target`` groups are kept."""
+        target = context.target_groups
+        wave_size = self.over_sampling_batch_size or target
+        waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]] = []
+        done: list[npt.NDArray[np.bool_]] = []
+        events: list[tuple[float, int, int, int]] = []
+        remaining = kept = informative = sequence = 0
+        clock = 0.0
+        safety = False
+        while kept < target:
+            while remaining < target and not safety:
+                if len(waves) >= context.safety_max_rounds:
+                    safety = True
+                    break
+                batch = context.take(wave_size)
+                waves.append((batch, context.judge(batch).reason_codes, clock))
+                done.append(np.zeros(wave_size, dtype=bool))
+                for row, duration in enumerate(batch.durations().tolist()):
+                    heapq.heappush(events, (clock + duration, sequence, len(waves) - 1, row))
+                    sequence += 1
+                remaining += wave_size
+            if not events:
+                break
+            # Groups that finish at the same instant arrive in one asyncio.wait batch,
+            # which slime handles whole before it looks at remaining_batch_size again.
+            clock = events[0][0]
+            while events and events[0][0] == clock:
+                _, _, wave, row = heapq.heappop(events)
+                kept, informative, remaining = self._finish(
+                    int(waves[wave][1][row]), kept, informative, remaining, target
+                )
+                done[wave][row] = True
+        # Only the safety limit can leave the step short: every other path refills.
+        return self._outcome(context, waves, done, clock, kept, informative)
+
+    def _finish(
+        self, code: int, kept: int, informative: int, remaining: int, target: int
+    ) -> tuple[int, int, int]:
+        admitted = code == 0
+        fallback = self.keep_when_insufficient and code != _EXTERNAL_CODE
+        if should_drop(
+            admitted, keep_when_insufficient=fallback, remaining_batch_size=remaining, target_data_size=target
+        ):
+            return kept, informative, remaining - 1
+        if kept < target:
+            return kept + 1, informative + admitted, remaining
+        return kept, informative, remaining  # surplus of the last batch: discarded
+
+    def _outcome(
+        self,
+        context: StepContext,
+        waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]],
+        done: list[npt.NDArray[np.bool_]],
+        clock: float,
+        kept: int,
+        informative: int,
+    ) -> StepOutcome:
+        tally = StepTally(context.group_size)
+        aborted = aborted_tokens = 0
+        for (batch, codes, start), finished in zip(waves, done, strict=True):
+            tally.add_codes(batch.select(finished), codes[finished])
+            in_flight = batch.tokens[~finished]
+            aborted += len(in_flight)
+            # An aborted member produced one token per time unit since its wave started.
+            aborted_tokens += int(np.minimum(in_flight, int(clock - start)).sum())
+        short = kept < context.target_groups
+        return tally.outcome(
+            target_groups=context.target_groups,
+            delivered_groups=kept,
+            delivered_informative=informative,
+            stop="safety_limit" if short else "target_met",
+            exhausted_slots=context.target_groups - informative if short else 0,
+            aborted_groups=aborted,
+            aborted_tokens=aborted_tokens,
+            time=clock,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, with the ``kind``."""
+        return strategy_dict(self)
+
+
+@attrs.frozen(kw_only=True)
+class DapoDynamicSampling:
+    """
+    verl's DAPO dynamic sampling (``algorithm.filter_groups``).
+
+    Each generation batch draws ``gen_batch_size`` fresh groups; groups the policy admits
+    are kept (DAPO keeps ``std > 0``, and every single-member group). Once at least
+    ``train_batch_size`` (the target) groups are kept, the batch is trimmed to the target
+    and the surplus discarded. When the target is still short after
+    ``max_num_gen_batches`` batches, verl raises ``ValueError`` and training stops: here
+    the step is reported with ``stop="max_num_gen_batches"`` (an error step) and delivers
+    nothing. ``max_num_gen_batches = 0`` means no limit; the simulation's safety limit
+    then ends a step that never fills (also delivering nothing, as DAPO never trains on
+    a short batch).
+
+    Args:
+        gen_batch_size: Groups per generation batch (``None``: the target, the recipe's
+            default).
+        max_num_gen_batches: Generation batches allowed per step (0: unlimited).
+        name: The label in results.
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: ClassVar[str] = "dapo"
+    gen_batch_size: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+    max_num_gen_batches: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
+    name: str = attrs.field(validator=check_name)
+
+    @name.default
+    def _default_name(self) -> str:
+        size = "" if self.gen_batch_size is None else f"gen={self.gen_batch_size},"
+        return f"dapo({size}max={self.max_num_gen_batches})"
+
+    def check(self, config: SimulationConfig) -> None:
+        """Runs on any config."""
+
+    def run_step(self, context: StepContext) -> StepOutcome:
+        """Draw generation batches until the target is kept, the limit raises, or the safety limit."""
+        target = context.target_groups
+        size = self.gen_batch_size or target
+        tally = StepTally(context.group_size)
+        keeps, admits = [], []
+        kept = 0
+        while True:
+            batch = context.take(size)
+            result = context.judge(batch)
+            tally.add(batch, result)
+            keep = result.admitted if context.group_size > 1 else np.ones(size, dtype=bool)
+            keeps.append(keep)
+            admits.append(result.admitted)
+            kept += int(keep.sum())
+            if kept >= target:
+                first = np.flatnonzero(np.concatenate(keeps))[:target]
+                informative = int(np.concatenate(admits)[first].sum())
+                return tally.outcome(
+                    target_groups=target,
+                    delivered_groups=target,
+                    delivered_informative=informative,
+                    stop="target_met",
+                )
+            if 0 < self.max_num_gen_batches <= tally.rounds:
+                stop = "max_num_gen_batches"
+                break
+            if tally.rounds >= context.safety_max_rounds:
+                stop = "safety_limit"
+                break
+        return tally.outcome(
+            target_groups=target,
+            delivered_groups=0,
+            delivered_informative=0,
+            stop=stop,  # type: ignore[arg-type]
+            exhausted_slots=target,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, with the ``kind``."""
+        return strategy_dict(self)
+
+
+@attrs.frozen(kw_only=True)
+class RollResampling:
+    """
+    ROLL's resample-until-full loop (RLVR ``query_filter`` path), with no cap.
+
+    ``target`` prompts run at once. A finished group the policy admits fills its slot;
+    a rejected one is dropped and its slot starts a fresh prompt at once, so the step
+    never has more than ``target`` groups running or admitted. It ends when every slot
+    is filled. Rounds are the longest chain of prompts one slot went through. ROLL has
+    no cap: a slot that reaches the simulation's safety limit gives up and the step ends
+    short (a real run would hang).
+
+    Args:
+        name: The label in results.
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: ClassVar[str] = "roll"
+    name: str = attrs.field(default="roll", validator=check_name)
+
+    def check(self, config: SimulationConfig) -> None:
+        """Runs on any config."""
+
+    def run_step(self, context: StepContext) -> StepOutcome:
+        """Run ``target`` slots, replacing each rejected group with a fresh prompt."""
+        target = context.target_groups
+        batches: list[GroupBatch] = []
+        codes: list[npt.NDArray[np.int8]] = []
+        flat_codes: list[int] = []
+        flat_durations: list[int] = []
+
+        def start(clock: float, depth: int) -> tuple[float, int, int]:
+            """Start the next prompt of the stream; return its (finish time, index, depth)."""
+            index = len(started)
+            if index == len(flat_codes):
+                # Judge the stream in chunks; only the groups started are counted.
+                batch = context.take(target)
+                batches.append(batch)
+                codes.append(context.judge(batch).reason_codes)
+                flat_codes.extend(codes[-1].tolist())
+                flat_durations.extend(batch.durations().tolist())
+            started.append(index)
+            return clock + flat_durations[index], index, depth
+
+        started: list[int] = []
+        events = [start(0.0, 1) for _ in range(target)]
+        heapq.heapify(events)
+        admitted = deepest = 0
+        clock = 0.0
+        safety = False
+        while events:
+            clock, index, depth = heapq.heappop(events)
+            deepest = max(deepest, depth)
+            if flat_codes[index] == 0:
+                admitted += 1
+            elif depth >= context.safety_max_rounds:
+                safety = True
+            else:
+                heapq.heappush(events, start(clock, depth + 1))
+        used = len(started)
+        drawn = GroupBatch.concat(batches).select(slice(0, used))
+        tally = StepTally(context.group_size)
+        tally.add_codes(drawn, np.concatenate(codes)[:used])
+        first = np.concatenate(codes)[:target]
+        short = target - admitted
+        return tally.outcome(
+            target_groups=target,
+            delivered_groups=admitted,
+            delivered_informative=admitted,
+            stop="safety_limit" if safety else "target_met",
+            exhausted_slots=short,
+            rounds=deepest,
+            first_round=(target, int((first == 0).sum())),
+            time=clock,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, with the ``kind``."""
+        return strategy_dict(self)

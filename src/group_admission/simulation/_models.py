@@ -1,0 +1,317 @@
+"""Task models (how rewards and response lengths are drawn) and the simulation config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from .._loading import from_mapping, load_yaml_mapping
+from .._validation import (
+    as_float,
+    as_int,
+    check_finite,
+    check_ge,
+    check_gt,
+    check_int,
+    check_optional,
+    check_range,
+    check_real,
+    describe,
+)
+
+__all__ = [
+    "BinaryTaskModel",
+    "CompositeTaskModel",
+    "ResponseLengthModel",
+    "SimulationConfig",
+    "TaskModel",
+    "task_model_from_mapping",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+_positive = (check_real, check_finite, check_gt(0))
+_non_negative = (check_real, check_finite, check_ge(0))
+
+
+@attrs.frozen(kw_only=True)
+class BinaryTaskModel:
+    """
+    Pass/fail rewards: each task has a pass rate drawn from ``Beta(alpha, beta)``.
+
+    Every member of a group of that task independently scores 1 with the task's pass
+    rate and 0 otherwise. The reward has one component, ``"outcome"``.
+
+    Args:
+        alpha: First shape parameter of the Beta distribution of pass rates (> 0).
+        beta: Second shape parameter (> 0). The mean pass rate is ``alpha / (alpha + beta)``;
+            shapes below 1 pile tasks up near 0 and 1 (many all-wrong and all-right groups).
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: ClassVar[str] = "binary"
+    components: ClassVar[tuple[str, ...]] = ("outcome",)
+
+    alpha: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
+    beta: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
+
+    @property
+    def mean_pass_rate(self) -> float:
+        """The mean of the pass-rate distribution, ``alpha / (alpha + beta)``."""
+        return self.alpha / (self.alpha + self.beta)
+
+    def draw_tasks(self, rng: np.random.Generator, count: int) -> FloatArray:
+        """Draw ``count`` tasks: shape ``(count, 1)``, the pass rate."""
+        rates: FloatArray = rng.beta(self.alpha, self.beta, size=(count, 1))
+        return rates
+
+    def draw_rewards(
+        self, rng: np.random.Generator, tasks: FloatArray, group_size: int
+    ) -> dict[str, FloatArray]:
+        """Draw one group of ``group_size`` rewards per task: ``{"outcome": (G, N)}``."""
+        outcome = (rng.random((len(tasks), group_size)) < tasks[:, :1]).astype(np.float64)
+        return {"outcome": outcome}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as a plain dict, with its ``kind``."""
+        return {"kind": self.kind, **attrs.asdict(self)}
+
+
+@attrs.frozen(kw_only=True)
+class CompositeTaskModel:
+    """
+    An outcome reward plus a shaping term on a grid, so that near-ties occur.
+
+    The outcome is drawn as in :class:`BinaryTaskModel`. Each member also gets a shaping
+    term (think brevity or format credit) drawn from ``Normal(shaping_mean,
+    shaping_spread)`` and rounded to a multiple of ``shaping_resolution``. Within an
+    all-wrong (or all-right) group the only spread is the shaping term's, so a small
+    spread on a coarse grid produces exact ties and near-ties: with a spread of 0.005 on
+    a 0.01 grid most such groups differ by 0 or 0.01. The reward has two components,
+    ``"outcome"`` and ``"shaping"``; gate on ``["outcome"]`` to ignore the shaping term.
+
+    Only a share of the tasks may have a shaping term (``shaping_task_share``): the
+    others are all-or-nothing (their shaping term is exactly ``shaping_mean``), so their
+    all-wrong and all-right groups are exact ties, task after task.
+
+    Args:
+        alpha: First Beta shape parameter of the task pass rates (> 0).
+        beta: Second Beta shape parameter (> 0).
+        shaping_mean: Mean of the shaping term.
+        shaping_spread: Standard deviation of the shaping term (>= 0; 0 makes it constant).
+        shaping_resolution: Grid step of the shaping term (> 0).
+        shaping_task_share: Share of tasks whose reward has a shaping term, in ``[0, 1]``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    kind: ClassVar[str] = "composite"
+    components: ClassVar[tuple[str, ...]] = ("outcome", "shaping")
+
+    alpha: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
+    beta: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
+    shaping_mean: float = attrs.field(default=0.0, converter=as_float, validator=(check_real, check_finite))
+    shaping_spread: float = attrs.field(default=0.01, converter=as_float, validator=_non_negative)
+    shaping_resolution: float = attrs.field(default=0.01, converter=as_float, validator=_positive)
+    shaping_task_share: float = attrs.field(
+        default=1.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
+    )
+
+    @property
+    def mean_pass_rate(self) -> float:
+        """The mean of the pass-rate distribution, ``alpha / (alpha + beta)``."""
+        return self.alpha / (self.alpha + self.beta)
+
+    def draw_tasks(self, rng: np.random.Generator, count: int) -> FloatArray:
+        """Draw ``count`` tasks: shape ``(count, 2)``, the pass rate and the shaping spread."""
+        tasks = np.empty((count, 2))
+        tasks[:, 0] = rng.beta(self.alpha, self.beta, size=count)
+        shaped = rng.random(count) < self.shaping_task_share
+        tasks[:, 1] = np.where(shaped, self.shaping_spread, 0.0)
+        return tasks
+
+    def draw_rewards(
+        self, rng: np.random.Generator, tasks: FloatArray, group_size: int
+    ) -> dict[str, FloatArray]:
+        """Draw one group per task: ``{"outcome": (G, N), "shaping": (G, N)}``."""
+        shape = (len(tasks), group_size)
+        outcome = (rng.random(shape) < tasks[:, :1]).astype(np.float64)
+        raw = self.shaping_mean + tasks[:, 1:2] * rng.standard_normal(shape)
+        shaping = np.round(raw / self.shaping_resolution) * self.shaping_resolution
+        return {"outcome": outcome, "shaping": shaping}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as a plain dict, with its ``kind``."""
+        return {"kind": self.kind, **attrs.asdict(self)}
+
+
+TaskModel = BinaryTaskModel | CompositeTaskModel
+_TASK_MODELS: dict[str, type[BinaryTaskModel] | type[CompositeTaskModel]] = {
+    "binary": BinaryTaskModel,
+    "composite": CompositeTaskModel,
+}
+
+
+def task_model_from_mapping(mapping: Mapping[str, Any]) -> TaskModel:
+    """
+    Build a task model from a mapping with a ``kind`` (``binary`` or ``composite``).
+
+    Raises:
+        ValueError: the kind or a key is unknown, or a value is out of range.
+        TypeError: the mapping or a value has the wrong type.
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(mapping, Mapping):
+        msg = f"'tasks' must be a mapping with a 'kind' (got {describe(mapping)})"
+        raise TypeError(msg)
+    fields = dict(mapping)
+    kind = fields.pop("kind", "binary")
+    model = _TASK_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        msg = f"'tasks.kind' must be one of {sorted(_TASK_MODELS)} (got {describe(kind)})"
+        raise ValueError(msg)
+    return from_mapping(model, fields, source=f"'tasks' ({kind})")
+
+
+@attrs.frozen(kw_only=True)
+class ResponseLengthModel:
+    """
+    Response lengths in tokens, for token budgets and for the order in which groups finish.
+
+    Lengths follow a Gamma distribution with the given mean and coefficient of
+    variation, rounded to whole tokens (at least 1) and cut at ``max_tokens``.
+
+    Args:
+        mean_tokens: Mean response length (> 0).
+        cv: Coefficient of variation (std / mean, >= 0; 0 gives every response the mean).
+        max_tokens: Truncation length (``None``: no truncation).
+
+    .. versionadded:: 0.1.0
+    """
+
+    mean_tokens: float = attrs.field(default=512.0, converter=as_float, validator=_positive)
+    cv: float = attrs.field(default=0.5, converter=as_float, validator=_non_negative)
+    max_tokens: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+
+    def draw(self, rng: np.random.Generator, shape: tuple[int, int]) -> npt.NDArray[np.int64]:
+        """Draw response lengths of the given shape."""
+        if self.cv == 0.0:
+            lengths = np.full(shape, self.mean_tokens)
+        else:
+            k = 1.0 / (self.cv * self.cv)
+            lengths = rng.gamma(k, self.mean_tokens / k, size=shape)
+        tokens = np.maximum(np.rint(lengths), 1).astype(np.int64)
+        if self.max_tokens is not None:
+            np.minimum(tokens, self.max_tokens, out=tokens)
+        drawn: npt.NDArray[np.int64] = tokens
+        return drawn
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as a plain dict."""
+        return attrs.asdict(self)
+
+
+def _as_tasks(value: Any) -> Any:
+    return task_model_from_mapping(value) if isinstance(value, Mapping) else value
+
+
+def _as_lengths(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return from_mapping(ResponseLengthModel, value, source="'lengths'")
+    return value
+
+
+def _check_instance(kind: type | tuple[type, ...], label: str) -> Any:
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, kind):
+            msg = f"'{attribute.name}' must be {label} (got {describe(value)})"
+            raise TypeError(msg)
+
+    return _check
+
+
+_count = (check_int, check_ge(1))
+
+
+@attrs.frozen(kw_only=True)
+class SimulationConfig:
+    """
+    What to simulate: the tasks, the group shape, the target and how many steps.
+
+    Args:
+        tasks: The task model (:class:`BinaryTaskModel` or :class:`CompositeTaskModel`,
+            or a mapping with a ``kind``).
+        lengths: The response-length model (or a mapping of its fields).
+        group_size: Completions per group (``n_samples_per_prompt``, ``num_generations``).
+        target_groups: Groups each step wants to train on (slime's ``rollout_batch_size``,
+            DAPO's ``train_batch_size``; the tasks per round of the per-task strategy).
+        steps: Training steps to simulate.
+        seed: Seed of the random streams; the same seed gives the same result.
+        failure_rate: Probability that a group's rollout fails (the group is rejected
+            as ``external``, like a technical failure in slime).
+        safety_max_rounds: Safety limit on the rounds (waves, generation batches) of one
+            step, for strategies with no cap of their own (slime, ROLL, uncapped DAPO,
+            the oracle). A step that reaches it ends short and is counted in
+            ``safety_limit_hits``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    tasks: TaskModel = attrs.field(
+        factory=BinaryTaskModel,
+        converter=_as_tasks,
+        validator=_check_instance((BinaryTaskModel, CompositeTaskModel), "a task model or a mapping"),
+    )
+    lengths: ResponseLengthModel = attrs.field(
+        factory=ResponseLengthModel,
+        converter=_as_lengths,
+        validator=_check_instance(ResponseLengthModel, "a ResponseLengthModel or a mapping"),
+    )
+    group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
+    target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
+    steps: int = attrs.field(default=100, converter=as_int, validator=_count)
+    seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
+    failure_rate: float = attrs.field(
+        default=0.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
+    )
+    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=_count)
+
+    @failure_rate.validator
+    def _check_failure_rate(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if value >= 1.0:
+            msg = f"'{attribute.name}' must be < 1, or no group could ever be admitted (got {value!r})"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> SimulationConfig:
+        """
+        Build a config from a mapping of its fields (``tasks`` and ``lengths`` as mappings).
+
+        Raises:
+            ValueError: a key is unknown or a value is out of range.
+            TypeError: a value has the wrong type.
+        """
+        return from_mapping(cls, mapping, source="SimulationConfig mapping")
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = "simulation") -> SimulationConfig:
+        """Build a config from the ``simulation`` mapping of a YAML file (needs PyYAML)."""
+        return cls.from_mapping(load_yaml_mapping(path, key=key))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a plain, YAML- and JSON-safe dict."""
+        data = attrs.asdict(self, recurse=False)
+        data["tasks"] = self.tasks.to_dict()
+        data["lengths"] = self.lengths.to_dict()
+        return data

@@ -1,0 +1,277 @@
+"""The ``group-admission`` command line, called in-process through ``main`` (and once as a script)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from group_admission._cli import main
+
+SMALL = ["--steps", "3", "--target-groups", "6", "--group-size", "4"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+class TestHelp:
+    @pytest.mark.parametrize(
+        ("argv", "expected"),
+        [
+            (["--help"], ["simulate", "explain"]),
+            (
+                ["simulate", "--help"],
+                ["--config", "--strategies", "--csv", "--json", "--plot", "--max-extra-groups"],
+            ),
+            (["explain", "--help"], ["CONFIG.yaml", "policy", "budget"]),
+        ],
+    )
+    def test_every_command_has_help(
+        self, capsys: pytest.CaptureFixture[str], argv: list[str], expected: list[str]
+    ) -> None:
+        code, out, _ = run(capsys, *argv)
+        assert 0 == code
+        for word in expected:
+            assert word in out
+
+    def test_no_command_prints_help_and_fails(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, out, _ = run(capsys)
+        assert 2 == code
+        assert "simulate" in out
+
+    def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, out, _ = run(capsys, "--version")
+        assert (0, "group-admission 0.1.0") == (code, out.strip())
+
+
+class TestSimulate:
+    def test_prints_a_table_of_the_chosen_strategies(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, out, err = run(capsys, "simulate", *SMALL, "--strategies", "no_filtering, oracle,controller")
+        assert (0, "") == (code, err)
+        lines = out.splitlines()
+        assert lines[0].split()[:2] == ["strategy", "initial"]
+        assert ["no_filtering", "oracle", "controller(expected)"] == [line.split()[0] for line in lines[2:]]
+
+    def test_writes_csv_and_json(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        table, report = tmp_path / "out.csv", tmp_path / "out.json"
+        code, out, _ = run(
+            capsys,
+            "simulate",
+            *SMALL,
+            "--strategies",
+            "roll,oracle",
+            "--csv",
+            str(table),
+            "--json",
+            str(report),
+        )
+        assert 0 == code
+        assert f"wrote {table}" in out
+        with table.open() as handle:
+            rows = list(csv.DictReader(handle))
+        assert ["roll", "oracle"] == [row["name"] for row in rows]
+        assert rows[0]["generated_groups"] == rows[1]["generated_groups"]
+        data = json.loads(report.read_text())
+        assert 3 == data["config"]["steps"]
+        assert ["roll", "oracle"] == [r["name"] for r in data["results"]]
+
+    def test_writes_a_plot(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        path = tmp_path / "out.png"
+        code, _, _ = run(capsys, "simulate", *SMALL, "--strategies", "oracle", "--plot", str(path))
+        assert 0 == code
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+    def test_reads_a_config_file_and_flags_win(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        config = write(
+            tmp_path,
+            "simulation:\n"
+            "  steps: 2\n  target_groups: 5\n  group_size: 3\n"
+            "  tasks: {kind: composite, shaping_spread: 0.02}\n"
+            "policy: {min_reward_std: 1.0e-6, min_reward_range: 0.02}\n"
+            "budget: {max_extra_groups: 4, max_resample_rounds: 1}\n"
+            "strategies:\n  - {kind: controller, mode: confidence}\n  - per_task_retry\n",
+        )
+        report = tmp_path / "out.json"
+        code, _, _ = run(capsys, "simulate", "--config", config, "--steps", "4", "--json", str(report))
+        assert 0 == code
+        data = json.loads(report.read_text())
+        assert (4, 5, "composite") == (
+            data["config"]["steps"],
+            data["config"]["target_groups"],
+            data["config"]["tasks"]["kind"],
+        )
+        assert 0.02 == data["policy"]["min_reward_range"]
+        assert 4 == data["strategies"][0]["budget"]["max_extra_groups"]
+        assert ["controller(confidence)", "per_task_retry"] == [r["name"] for r in data["results"]]
+
+    def test_policy_and_budget_flags(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        report = tmp_path / "out.json"
+        argv = [*SMALL, "--tasks", "composite", "--gate-on", "outcome", "--min-reward-range", "0.5"]
+        argv += ["--max-extra-groups", "3", "--max-resample-rounds", "1", "--strategies", "controller"]
+        code, _, _ = run(capsys, "simulate", *argv, "--json", str(report))
+        assert 0 == code
+        data = json.loads(report.read_text())
+        assert (["outcome"], 0.5) == (data["policy"]["gate_on"], data["policy"]["min_reward_range"])
+        assert 3 == data["strategies"][0]["budget"]["max_extra_groups"]
+        assert data["results"][0]["generated_groups"] <= 3 * (6 + 3)
+
+
+class TestExplain:
+    def test_explains_every_gate_and_cap(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        config = write(
+            tmp_path,
+            "policy:\n  min_reward_std: 1.0e-6\n  min_reward_range: 0.02\n  min_nontrivial_advantages: 2\n"
+            "  gate_on: [accuracy]\n"
+            "budget:\n  max_extra_groups: 8\n  max_resample_rounds: 2\n  max_total_tokens: 90000\n"
+            "  mode: confidence\n",
+        )
+        code, out, err = run(capsys, "explain", config)
+        assert (0, "") == (code, err)
+        for phrase in (
+            "reward component(s) accuracy",
+            "population std is below 1e-06",
+            "max - min is below 0.02",
+            "fewer than 2 member(s)",
+            "redundancy gate: off",
+            "exact_dead",
+            "at most 8 group(s) beyond the target",
+            "at most 2 resample round(s)",
+            "no per-round group cap",
+            "at most 90000 tokens per step",
+            "confidence mode",
+            "exhausted",
+        ):
+            assert phrase in out
+
+    def test_default_policy_and_disabled_budget(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        code, out, _ = run(capsys, "explain", write(tmp_path, "policy:\nbudget: {}\n"))
+        assert 0 == code
+        assert "No reward gate is on" in out
+        assert "resampling is disabled" in out
+        assert "expected mode" in out
+
+    def test_checks_simulation_and_strategies_sections(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        config = write(
+            tmp_path,
+            "budget: {max_extra_groups: 2}\nsimulation: {steps: 5}\nstrategies: [roll, {kind: ragen}]\n",
+        )
+        code, out, _ = run(capsys, "explain", config)
+        assert 0 == code
+        assert "Simulation: 5 step(s)" in out
+        assert "Strategies: roll, ragen(top_p=0.9)." in out
+
+
+BAD_RUNS = [
+    (["simulate", "--steps", "0"], "'steps' must be >= 1 (got 0)"),
+    (["simulate", "--steps", "many"], "argument --steps: invalid int value: 'many'"),
+    (["simulate", "--min-reward-std", "-1"], "'min_reward_std' must be >= 0 (got -1.0)"),
+    (["simulate", "--strategies", "slim"], "strategy 'kind' must be one of"),
+    (["simulate", "--tasks", "gauss"], "argument --tasks: invalid choice: 'gauss'"),
+    (["simulate", "--tasks", "binary", "--shaping-spread", "0.1"], "unknown key(s) 'shaping_spread'"),
+    (["simulate", "--gate-on", "accuracy"], "'gate_on' names reward component(s) ['accuracy']"),
+    (["simulate", "--config", "missing.yaml"], "cannot access 'missing.yaml': No such file or directory"),
+    (["explain", "missing.yaml"], "cannot access 'missing.yaml'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_RUNS)
+def test_bad_arguments_fail_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *argv)
+    assert 2 == code
+    assert message in err
+    assert 1 == len(err.strip().splitlines())
+    assert "Traceback" not in err
+
+
+BAD_FILES = [
+    ("policy: [1, 2\n", "is not valid YAML"),
+    ("- policy\n", "must hold a YAML mapping"),
+    ("polcy: {}\n", "unknown section(s) ['polcy']"),
+    ("policy: 3\n", "'policy' in"),
+    ("policy: {min_reward_range: -0.5}\n", "'min_reward_range' must be >= 0 (got -0.5)"),
+    ("policy: {min_reward_rang: 0.5}\n", "unknown key(s) 'min_reward_rang'"),
+    ("budget: {mode: greedy}\n", "'mode' must be 'expected' or 'confidence' (got 'greedy')"),
+    ("budget: {max_extra_groups: 1.5}\n", "'max_extra_groups' must be an integer (got 1.5)"),
+    ("simulation: {steps: 1}\n", "must hold a 'policy' and/or a 'budget' mapping"),
+    ("policy: {}\nstrategies: roll\n", "'strategies' must be a list"),
+    ("policy: {}\nsimulation: {tasks: 3}\n", "'tasks' must be a task model or a mapping (got 3)"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_FILES)
+def test_bad_config_files_fail_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    code, _, err = run(capsys, "explain", write(tmp_path, text))
+    assert 2 == code
+    assert message in err
+    assert err.startswith("group-admission explain: error: ")
+    assert 1 == len(err.strip().splitlines())
+
+
+def test_simulate_reports_bad_config_files_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = write(
+        tmp_path, "simulation: {steps: 1}\nstrategies: [{kind: slime, over_sampling_batch_size: 2}]\n"
+    )
+    code, _, err = run(capsys, "simulate", "--config", config, "--target-groups", "4")
+    assert 2 == code
+    assert "'over_sampling_batch_size' must be >= target_groups (4), as slime asserts (got 2)" in err
+
+
+def test_plot_without_matplotlib_fails_before_simulating(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, out, err = run(capsys, "simulate", *SMALL, "--plot", str(tmp_path / "x.png"))
+    assert (2, "") == (code, out)
+    assert (
+        "--plot requires the 'matplotlib' package; install it with: pip install 'group-admission[plot]'"
+        in err
+    )
+
+
+def test_unwritable_output_fails_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "dir" / "out.csv"
+    code, _, err = run(capsys, "simulate", *SMALL, "--strategies", "oracle", "--csv", str(target))
+    assert 2 == code
+    assert f"cannot access '{target}': No such file or directory" in err
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("group-admission")
+    config = write(tmp_path, "policy: {min_reward_std: 1.0e-6}\n")
+    done = subprocess.run([str(script), "explain", config], capture_output=True, text=True, check=False)
+    assert 0 == done.returncode, done.stderr
+    assert "std gate: rejects a group" in done.stdout
+    bad = subprocess.run(
+        [str(script), "explain", str(tmp_path / "nope.yaml")], capture_output=True, text=True, check=False
+    )
+    assert 2 == bad.returncode
+    assert bad.stderr.startswith("group-admission explain: error: cannot access")
