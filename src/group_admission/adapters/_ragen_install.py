@@ -1,0 +1,211 @@
+"""
+Putting the group-admission filter into RAGEN's trainer without editing RAGEN.
+
+RAGEN builds its filter in ``RayAgentTrainer.init_workers`` and offers no class path or
+registry, so :func:`install` wraps that method: after RAGEN has built its own filter, the
+wrapper replaces it when the config selects ``group_admission``. The trainer runs inside
+Ray's ``TaskRunner`` actor, a separate process, so patching the launching process is not
+enough; :func:`worker_process_setup_hook` is the entry point for Ray's
+``runtime_env.worker_process_setup_hook`` and patches the trainer class as soon as (and
+only if) a worker imports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.abc
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from .._validation import describe
+
+__all__ = [
+    "STRATEGY_NAME",
+    "TRAINER_MODULE",
+    "install",
+    "is_selected",
+    "uninstall",
+    "worker_process_setup_hook",
+]
+
+#: The ``actor_rollout_ref.rollout.rollout_filter_strategy`` value that selects the adapter.
+STRATEGY_NAME = "group_admission"
+#: The module that defines RAGEN's ``RayAgentTrainer``.
+TRAINER_MODULE = "ragen.trainer.agent_trainer"
+_MARK = "__group_admission_wrapped__"
+
+
+def is_selected(rollout_config: Any) -> bool:
+    """
+    Tell whether a RAGEN rollout config (``actor_rollout_ref.rollout``) selects the adapter.
+
+    .. versionadded:: 0.1.0
+    """
+    return getattr(rollout_config, "rollout_filter_strategy", None) == STRATEGY_NAME
+
+
+def _replace_filters(trainer: Any) -> None:
+    """Swap RAGEN's filters for ours on a trainer whose ``init_workers`` just ran."""
+    config = trainer.config
+    if not is_selected(config.actor_rollout_ref.rollout):
+        return
+    from .ragen import RagenGroupAdmissionFilter  # noqa: PLC0415  (ragen imports this module)
+
+    stock = getattr(trainer, "rollout_filter", None)
+    trainer.rollout_filter = RagenGroupAdmissionFilter.from_config(config)
+    analysis = getattr(trainer, "gradient_analysis_rollout_filter", None)
+    if analysis is stock:
+        trainer.gradient_analysis_rollout_filter = trainer.rollout_filter
+        return
+    # A separate gradient-analysis filter is built from its own (rescaled) config copy; it
+    # selects us too, and RAGEN's stock filter would fail on the unknown strategy name.
+    analysis_config = getattr(trainer, "gradient_analysis_config", None)
+    if analysis is None or analysis_config is None:
+        return
+    if is_selected(analysis_config.actor_rollout_ref.rollout):
+        trainer.gradient_analysis_rollout_filter = RagenGroupAdmissionFilter.from_config(analysis_config)
+
+
+def _import_trainer_module() -> ModuleType:
+    try:
+        return importlib.import_module(TRAINER_MODULE)
+    except ImportError as exc:
+        msg = (
+            f"installing the RAGEN adapter needs RAGEN's trainer (module '{TRAINER_MODULE}': {exc}); "
+            "install RAGEN from its repository (git clone https://github.com/mll-lab-nu/RAGEN && "
+            "pip install -e RAGEN); the PyPI package named 'ragen' is unrelated"
+        )
+        raise ImportError(msg) from exc
+
+
+def _check_trainer_class(trainer_cls: Any) -> None:
+    if not isinstance(trainer_cls, type) or not callable(getattr(trainer_cls, "init_workers", None)):
+        msg = (
+            f"'trainer_cls' must be a trainer class with an init_workers method (got {describe(trainer_cls)})"
+        )
+        raise TypeError(msg)
+
+
+def install(trainer_cls: type | None = None) -> type:
+    """
+    Make ``trainer_cls.init_workers`` swap in the group-admission filter when selected.
+
+    Idempotent: installing twice (or on a subclass of an installed class) wraps once.
+    Trainers whose config does not say ``rollout_filter_strategy: group_admission`` keep
+    RAGEN's filter untouched. When the gradient-analysis filter is RAGEN's main filter
+    object, it becomes the new filter too; a separate gradient-analysis filter is rebuilt
+    from its own config.
+
+    Args:
+        trainer_cls: The trainer class; ``None`` imports RAGEN's ``RayAgentTrainer``.
+
+    Returns:
+        The patched class.
+
+    Raises:
+        ImportError: ``trainer_cls`` is ``None`` and RAGEN is not importable.
+        TypeError: ``trainer_cls`` has no ``init_workers`` method.
+
+    .. versionadded:: 0.1.0
+    """
+    if trainer_cls is None:
+        trainer_cls = _import_trainer_module().RayAgentTrainer
+    _check_trainer_class(trainer_cls)
+    patched: Any = trainer_cls
+    original: Callable[..., Any] = patched.init_workers
+    if getattr(original, _MARK, False):
+        return trainer_cls
+
+    @functools.wraps(original)
+    def init_workers(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        _replace_filters(self)
+        return result
+
+    setattr(init_workers, _MARK, True)
+    patched.init_workers = init_workers
+    return trainer_cls
+
+
+def uninstall(trainer_cls: type | None = None) -> bool:
+    """
+    Undo :func:`install` on ``trainer_cls`` (``None``: RAGEN's ``RayAgentTrainer``).
+
+    Returns:
+        Whether a wrapper was removed.
+
+    .. versionadded:: 0.1.0
+    """
+    if trainer_cls is None:
+        module = sys.modules.get(TRAINER_MODULE)
+        if module is None:
+            return False
+        trainer_cls = module.RayAgentTrainer
+    _check_trainer_class(trainer_cls)
+    current = trainer_cls.__dict__.get("init_workers")
+    if current is None or not getattr(current, _MARK, False):
+        return False
+    restored: Any = trainer_cls
+    restored.init_workers = current.__wrapped__
+    return True
+
+
+class _InstallingLoader(importlib.abc.Loader):
+    """Runs the real loader, then installs the adapter into the module it loaded."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        created: ModuleType | None = self._loader.create_module(spec)
+        return created
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        install(module.RayAgentTrainer)
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, is_package, resource readers...: whatever the real loader offers.
+        return getattr(self._loader, name)
+
+
+class _InstallOnImport(importlib.abc.MetaPathFinder):
+    """Finds RAGEN's trainer module through the other finders and wraps its loader."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+        if fullname != TRAINER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _InstallingLoader(spec.loader)
+                return spec
+        return None
+
+
+def worker_process_setup_hook() -> None:
+    """
+    Entry point for Ray's ``runtime_env.worker_process_setup_hook``.
+
+    Ray runs it in every worker process, including the inference and training workers,
+    so it stays light: if RAGEN's trainer module is already imported it is patched now;
+    otherwise an import hook patches it when (and only if) the process imports it.
+    Calling it again changes nothing.
+
+    Set it with ``+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=
+    group_admission.adapters.ragen.worker_process_setup_hook``.
+
+    .. versionadded:: 0.1.0
+    """
+    module = sys.modules.get(TRAINER_MODULE)
+    if module is not None:
+        install(module.RayAgentTrainer)
+        return
+    if not any(isinstance(finder, _InstallOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _InstallOnImport())
