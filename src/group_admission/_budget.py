@@ -11,7 +11,7 @@ import attrs
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
-from ._loading import from_mapping, load_yaml_mapping
+from ._loading import coerce_config, from_mapping, load_yaml_mapping
 from ._metrics import AdmissionStats
 from ._validation import (
     as_float,
@@ -317,14 +317,7 @@ class SamplingBudgetController:
     """
 
     def __init__(self, config: SamplingBudgetConfig | Mapping[str, Any] | None = None) -> None:
-        if config is None:
-            config = SamplingBudgetConfig()
-        elif isinstance(config, Mapping):
-            config = SamplingBudgetConfig.from_mapping(config)
-        elif not isinstance(config, SamplingBudgetConfig):
-            msg = f"'config' must be a SamplingBudgetConfig, a mapping or None (got {describe(config)})"
-            raise TypeError(msg)
-        self._config = config
+        self._config = coerce_config(SamplingBudgetConfig, config)
 
     @property
     def config(self) -> SamplingBudgetConfig:

@@ -10,7 +10,7 @@ import attrs
 
 from ._validation import describe
 
-__all__ = ["from_mapping", "load_yaml_mapping", "require_extra"]
+__all__ = ["coerce_config", "from_mapping", "load_yaml_mapping", "require_extra"]
 
 T = TypeVar("T")
 
@@ -54,6 +54,23 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], *, source: str = "map
         )
         raise ValueError(msg)
     return cls(**dict(mapping))
+
+
+def coerce_config(cls: type[T], value: object, *, name: str = "config") -> T:
+    """
+    Accept a config instance, a mapping of its fields, or ``None`` (the defaults).
+
+    Raises:
+        TypeError: ``value`` is none of these.
+    """
+    if value is None:
+        return cls()
+    if isinstance(value, Mapping):
+        return from_mapping(cls, value, source=f"{cls.__name__} mapping")
+    if not isinstance(value, cls):
+        msg = f"'{name}' must be a {cls.__name__}, a mapping or None (got {describe(value)})"
+        raise TypeError(msg)
+    return value
 
 
 def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -> Mapping[str, Any]:

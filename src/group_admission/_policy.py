@@ -16,6 +16,7 @@ from ._inputs import (
     external_reason_tuple,
     merge_rollouts,
 )
+from ._loading import coerce_config
 from ._reasons import (
     CHECK_INCONSISTENT_ROLLOUT,
     CHECK_MISSING_COMPLETION,
@@ -74,13 +75,7 @@ class GroupAdmissionPolicy:
         scorer: Scorer | None = None,
         logger: Any | None = None,
     ) -> None:
-        if config is None:
-            config = GroupAdmissionConfig()
-        elif isinstance(config, Mapping):
-            config = GroupAdmissionConfig.from_mapping(config)
-        elif not isinstance(config, GroupAdmissionConfig):
-            msg = f"'config' must be a GroupAdmissionConfig, a mapping or None (got {describe(config)})"
-            raise TypeError(msg)
+        config = coerce_config(GroupAdmissionConfig, config)
         if scorer is not None and not callable(scorer):
             msg = f"'scorer' must be a callable scorer(a, b) -> float (got {describe(scorer)})"
             raise TypeError(msg)

@@ -21,6 +21,8 @@ __all__ = [
     "check_ge",
     "check_gt",
     "check_int",
+    "check_names_in",
+    "check_one_of",
     "check_optional",
     "check_range",
     "check_real",
@@ -107,6 +109,33 @@ def check_range(low: float, high: float, *, low_open: bool = False) -> Validator
         above = value > low if low_open else value >= low
         if not (above and value <= high):
             msg = f"'{attribute.name}' must be in {left}{low:g}, {high:g}] (got {value!r})"
+            raise ValueError(msg)
+
+    return _check
+
+
+def check_one_of(choices: tuple[str, ...]) -> Validator:
+    """Require one of ``choices``."""
+    names = ", ".join(repr(choice) for choice in choices)
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in choices:
+            msg = f"'{attribute.name}' must be one of {names} (got {describe(value)})"
+            raise ValueError(msg)
+
+    return _check
+
+
+def check_names_in(choices: tuple[str, ...], what: str) -> Validator:
+    """Require a tuple of strings, each one of ``choices``; ``what`` names them in errors."""
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+            msg = f"'{attribute.name}' must be a list of {what} names (got {describe(value)})"
+            raise TypeError(msg)
+        unknown = [v for v in value if v not in choices]
+        if unknown:
+            msg = f"'{attribute.name}' has unknown {what} name(s) {unknown!r} (known: {', '.join(choices)})"
             raise ValueError(msg)
 
     return _check

@@ -278,8 +278,12 @@ BAD = [
     ),
     ("policy: {min_reward_std: 1e-6}", TypeError, "'min_reward_std' must be a real number (got '1e-6')"),
     ("max_drop_ratio: 2", ValueError, "'max_drop_ratio' must be null or a number in [0, 1] (got 2)"),
-    ("modes: [train, eval]", ValueError, "'modes' has unknown mode(s) ['eval'] (known: train, val)"),
-    ("modes: 3", TypeError, "'modes' must be a list of scheduler modes (got 3)"),
+    (
+        "modes: [train, eval]",
+        ValueError,
+        "'modes' has unknown scheduler mode name(s) ['eval'] (known: train, val)",
+    ),
+    ("modes: 3", TypeError, "'modes' must be a list of scheduler mode names (got 3)"),
     (
         "policy: [1]",
         TypeError,

@@ -449,7 +449,7 @@ BAD_SETTINGS = [
     (
         {"reject_statuses": ["exploded"]},
         ValueError,
-        "'reject_statuses' has unknown status(es) ['exploded'] "
+        "'reject_statuses' has unknown sample status name(s) ['exploded'] "
         "(known: pending, completed, truncated, aborted, failed)",
     ),
     ({"reject_statuses": 5}, TypeError, "'reject_statuses' must be a list of sample status names (got 5)"),

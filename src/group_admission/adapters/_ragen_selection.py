@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._validation import as_float, check_finite, check_ge, check_real, describe
+from .._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
 
 __all__ = ["ZERO_SCORE", "RagenSelection", "select_groups"]
 
@@ -32,16 +32,6 @@ _TOP_P_MODES = ("linear", "softmax")
 _METRICS = ("reward", "reward_sum", "reward_variance")
 # RAGEN's build_rollout_filter lower-cases the metric and accepts this alias.
 _METRIC_ALIASES = {"reward_std": "reward_variance"}
-
-
-def _one_of(choices: tuple[str, ...]) -> Any:
-    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
-            names = ", ".join(repr(choice) for choice in choices)
-            msg = f"'{attribute.name}' must be one of {names} (got {describe(value)})"
-            raise ValueError(msg)
-
-    return _check
 
 
 def _check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -91,18 +81,18 @@ class RagenSelection:
     .. versionadded:: 0.1.0
     """
 
-    strategy: Strategy = attrs.field(default="top_p", validator=_one_of(_STRATEGIES))
+    strategy: Strategy = attrs.field(default="top_p", validator=check_one_of(_STRATEGIES))
     value: float = attrs.field(
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
     )
-    filter_type: FilterType = attrs.field(default="largest", validator=_one_of(_FILTER_TYPES))
+    filter_type: FilterType = attrs.field(default="largest", validator=check_one_of(_FILTER_TYPES))
     include_zero: bool = attrs.field(default=True, converter=_as_bool, validator=_check_bool)
-    top_p_prob_mode: TopPMode = attrs.field(default="linear", validator=_one_of(_TOP_P_MODES))
+    top_p_prob_mode: TopPMode = attrs.field(default="linear", validator=check_one_of(_TOP_P_MODES))
     selection_eps: float = attrs.field(
         default=0.01, converter=as_float, validator=(check_real, check_finite, check_ge(0))
     )
     metric: Metric = attrs.field(
-        default="reward_variance", converter=_normalise_metric, validator=_one_of(_METRICS)
+        default="reward_variance", converter=_normalise_metric, validator=check_one_of(_METRICS)
     )
 
     @property

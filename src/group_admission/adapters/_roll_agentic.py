@@ -14,7 +14,7 @@ from .._decision import GroupAdmissionDecision
 from .._loading import load_yaml_mapping, require_extra
 from .._policy import GroupAdmissionPolicy
 from .._reasons import RejectionReason
-from .._validation import check_ge, check_int, check_optional, describe
+from .._validation import check_ge, check_int, check_names_in, check_optional, describe
 from ._adapter_runtime import (
     FailureStreak,
     GroupInput,
@@ -40,16 +40,6 @@ AGENTIC_SETTINGS_ENV = "GROUP_ADMISSION_ROLL_CONFIG"
 _MODES = ("train", "val")
 
 
-def _check_modes(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
-        msg = f"'{attribute.name}' must be a list of scheduler modes (got {describe(value)})"
-        raise TypeError(msg)
-    unknown = [v for v in value if v not in _MODES]
-    if unknown:
-        msg = f"'{attribute.name}' has unknown mode(s) {unknown!r} (known: {', '.join(_MODES)})"
-        raise ValueError(msg)
-
-
 @attrs.frozen(kw_only=True)
 class RollAgenticSettings:
     """
@@ -73,7 +63,9 @@ class RollAgenticSettings:
         factory=GroupAdmissionConfig, converter=as_policy_config, validator=check_gate_on_unset
     )
     max_drop_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
-    modes: tuple[str, ...] = attrs.field(default=("train",), converter=to_str_tuple, validator=_check_modes)
+    modes: tuple[str, ...] = attrs.field(
+        default=("train",), converter=to_str_tuple, validator=check_names_in(_MODES, "scheduler mode")
+    )
     max_consecutive_failed_groups: int | None = attrs.field(
         default=8, validator=check_optional(check_int, check_ge(1))
     )

@@ -22,7 +22,7 @@ from .._decision import GroupAdmissionDecision
 from .._loading import from_mapping
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
-from .._validation import check_ge, check_int, check_optional, describe
+from .._validation import check_ge, check_int, check_names_in, check_optional, describe
 from ._adapter_runtime import (
     FailureStreak,
     GroupInput,
@@ -52,16 +52,6 @@ METRIC_PREFIX = "rollout/group_admission/"
 _STATUSES = ("pending", "completed", "truncated", "aborted", "failed")
 
 _log = structlog.get_logger("group_admission.adapters.slime")
-
-
-def _check_statuses(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
-        msg = f"'{attribute.name}' must be a list of sample status names (got {describe(value)})"
-        raise TypeError(msg)
-    unknown = [v for v in value if v not in _STATUSES]
-    if unknown:
-        msg = f"'{attribute.name}' has unknown status(es) {unknown!r} (known: {', '.join(_STATUSES)})"
-        raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +84,9 @@ class SlimeAdmissionSettings:
         default=8, validator=check_optional(check_int, check_ge(1))
     )
     reject_statuses: tuple[str, ...] = attrs.field(
-        default=("aborted", "failed"), converter=to_str_tuple, validator=_check_statuses
+        default=("aborted", "failed"),
+        converter=to_str_tuple,
+        validator=check_names_in(_STATUSES, "sample status"),
     )
 
     @classmethod

@@ -9,7 +9,7 @@ import attrs
 
 from .._budget import SamplingBudgetConfig
 from .._config import GroupAdmissionConfig
-from .._loading import from_mapping
+from .._loading import coerce_config, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
@@ -289,13 +289,7 @@ def simulate(
 
     .. versionadded:: 0.1.0
     """
-    if config is None:
-        config = SimulationConfig()
-    elif isinstance(config, Mapping):
-        config = SimulationConfig.from_mapping(config)
-    elif not isinstance(config, SimulationConfig):
-        msg = f"'config' must be a SimulationConfig, a mapping or None (got {describe(config)})"
-        raise TypeError(msg)
+    config = coerce_config(SimulationConfig, config)
     judge = _as_policy(policy)
     _check_policy(judge, config)
     if budget is not None:
