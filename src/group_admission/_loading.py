@@ -48,9 +48,10 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], *, source: str = "map
     known = {field.name for field in attrs.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(str(key) for key in mapping if key not in known)
     if unknown:
+        target = "" if source.startswith(cls.__name__) else f" for {cls.__name__}"
         msg = (
-            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in {source} for "
-            f"{cls.__name__} (known: {', '.join(sorted(known))})"
+            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in {source}{target} "
+            f"(known: {', '.join(sorted(known))})"
         )
         raise ValueError(msg)
     return cls(**dict(mapping))

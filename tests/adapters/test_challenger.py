@@ -523,8 +523,7 @@ class TestBadInput:
             (
                 {"budget": {"max_total_sample": 100}},
                 ValueError,
-                "unknown key(s) 'max_total_sample' in SamplingBudgetConfig mapping for "
-                "SamplingBudgetConfig (known: "
+                "unknown key(s) 'max_total_sample' in SamplingBudgetConfig mapping (known: "
                 "confidence, effective_rate_ema_alpha, max_extra_groups, max_extra_groups_per_round, "
                 "max_resample_rounds, max_total_samples, max_total_tokens, min_effective_rate, mode)",
             ),

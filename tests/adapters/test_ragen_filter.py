@@ -378,7 +378,7 @@ class TestBadInput:
             (
                 {"num_groups": 2, "policy": {"min_std": 1}},
                 ValueError,
-                "unknown key(s) 'min_std' in GroupAdmissionConfig mapping for GroupAdmissionConfig (known: "
+                "unknown key(s) 'min_std' in GroupAdmissionConfig mapping (known: "
                 "advantage_tolerance, gate_on, max_mean_pairwise_similarity, min_nontrivial_advantages, "
                 "min_reward_range, min_reward_std, similarity_ngram_size)",
             ),
