@@ -19,3 +19,13 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
     for number, block in enumerate(BLOCK.findall(page.read_text()), start=1):
         code = compile(block, f"{page.relative_to(ROOT)} block {number}", "exec")
         exec(code, namespace)
+
+
+def test_the_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+
+    runpy.run_path(str(ROOT / "cookbook" / "quickstart.py"), run_name="__main__")
+
+    out = capsys.readouterr().out
+    assert "round 0:" in out
+    assert "admitted" in out and "generated" in out

@@ -1,0 +1,180 @@
+"""
+What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["JsonlLog", "format_step", "format_summary", "start_prometheus", "summarise", "write_plot"]
+
+REASONS = ("exact_dead", "near_tie", "external", "redundant")
+
+
+def format_step(record: Mapping[str, Any]) -> str:
+    """One line per step: reward, informative rate before -> after, rejections, cost, timings."""
+    rejected = record["rejections"]
+    seconds = record["seconds"]
+    reasons = " ".join(f"{name} {rejected[name]}" for name in REASONS if rejected.get(name))
+    return (
+        f"step {record['step']:>4} | reward {record['reward']:.3f} acc {record['accuracy']:.3f}"
+        f" | informative {record['informative_before']:.0%} -> {record['informative_after']:.0%}"
+        f" ({record['admitted']}/{record['target']})"
+        f" | rejected {reasons or 'none'} (phantom {record['phantom_rejected']})"
+        f" | cost x{record['cost']:.2f} in {record['rounds']} round(s)"
+        f" | exhausted {'YES' if record['exhausted'] else 'no'}"
+        f" | gen {seconds['generation']:.2f}s adm {1000 * seconds['admission']:.1f}ms"
+        f" ({record['admission_share']:.2%}) train {seconds['training']:.2f}s"
+    )
+
+
+class JsonlLog:
+    """Append one JSON object per line, flushed at once so a crash keeps every step."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: TextIO = self.path.open("w", encoding="utf-8")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._handle.write(json.dumps(record, sort_keys=True) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a JSONL log."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+
+
+def summarise(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Totals and early-vs-late means of a run (early/late: first and last quarter of the steps)."""
+    if not steps:
+        return {"steps": 0}
+    quarter = max(1, len(steps) // 4)
+
+    def mean(key: str, part: Sequence[Mapping[str, Any]]) -> float:
+        return sum(float(s[key]) for s in part) / len(part)
+
+    seconds = {k: sum(s["seconds"][k] for s in steps) for k in steps[0]["seconds"]}
+    early, late = steps[:quarter], steps[-quarter:]
+    return {
+        "steps": len(steps),
+        "reward_early": mean("reward", early),
+        "reward_late": mean("reward", late),
+        "accuracy_early": mean("accuracy", early),
+        "accuracy_late": mean("accuracy", late),
+        "informative_before_mean": mean("informative_before", steps),
+        "informative_after_mean": mean("informative_after", steps),
+        "cost_mean": mean("cost", steps),
+        "exhausted_steps": sum(bool(s["exhausted"]) for s in steps),
+        "rejections": {r: sum(s["rejections"].get(r, 0) for s in steps) for r in REASONS},
+        "phantom_rejected": sum(s["phantom_rejected"] for s in steps),
+        "candidates": sum(s["generated_groups"] for s in steps),
+        "admitted": sum(s["admitted"] for s in steps),
+        "seconds": seconds,
+        "admission_share": seconds["admission"] / max(seconds["step"], 1e-12),
+    }
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """The closing lines of a run."""
+    if not summary.get("steps"):
+        return "no steps ran"
+    s = summary["seconds"]
+    rejected = ", ".join(f"{k} {v}" for k, v in summary["rejections"].items() if v) or "none"
+    return "\n".join(
+        [
+            f"reward (first -> last quarter): {summary['reward_early']:.3f} -> {summary['reward_late']:.3f}"
+            f"   accuracy: {summary['accuracy_early']:.3f} -> {summary['accuracy_late']:.3f}",
+            f"informative groups: {summary['informative_before_mean']:.0%} sampled -> "
+            f"{summary['informative_after_mean']:.0%} of the target after resampling, at x"
+            f"{summary['cost_mean']:.2f} generation cost; budget exhausted in "
+            f"{summary['exhausted_steps']}/{summary['steps']} steps",
+            f"groups: {summary['candidates']} judged, {summary['admitted']} admitted; rejected: {rejected}; "
+            f"{summary['phantom_rejected']} all-wrong groups had brevity spread (phantom gradient) and were "
+            f"rejected",
+            f"time: generation {s['generation']:.1f}s, reward {s['reward']:.2f}s, admission+planning "
+            f"{s['admission']:.3f}s ({summary['admission_share']:.3%} of step time), training "
+            f"{s['training']:.1f}s",
+        ]
+    )
+
+
+def _rolling(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to ``window`` values."""
+    return [
+        sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1])
+        for i in range(len(values))
+    ]
+
+
+def write_plot(steps: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """A 2x2 PNG: reward and accuracy, informative rate before/after, cost, rejections by reason."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [s["step"] for s in steps]
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    for key, label in (("reward", "reward (accuracy + brevity)"), ("accuracy", "accuracy")):
+        values = [float(s[key]) for s in steps]
+        (line,) = axes[0, 0].plot(x, values, alpha=0.35)
+        axes[0, 0].plot(x, _rolling(values, 5), color=line.get_color(), label=f"{label}, 5-step mean")
+    axes[0, 0].set_title("reward of the first round's samples")
+    axes[0, 1].plot(x, [s["informative_before"] for s in steps], label="before resampling (round 0)")
+    axes[0, 1].plot(x, [s["informative_after"] for s in steps], label="after (admitted / target)")
+    axes[0, 1].set_ylim(-0.05, 1.05)
+    axes[0, 1].set_title("informative group rate")
+    axes[1, 0].plot(x, [s["cost"] for s in steps], label="generated / target groups")
+    exhausted = [s["step"] for s in steps if s["exhausted"]]
+    if exhausted:
+        axes[1, 0].scatter(
+            exhausted, [s["cost"] for s in steps if s["exhausted"]], color="red", label="budget exhausted"
+        )
+    axes[1, 0].set_title("sampling cost multiplier")
+    bottom = [0.0] * len(steps)
+    for reason in REASONS:
+        heights = [float(s["rejections"].get(reason, 0)) for s in steps]
+        if any(heights):
+            axes[1, 1].bar(x, heights, bottom=bottom, label=reason)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    axes[1, 1].plot(x, [s["phantom_rejected"] for s in steps], "k.", label="of which phantom")
+    axes[1, 1].set_title("rejected groups per step")
+    for axis in axes.flat:
+        axis.legend(fontsize=8)
+        axis.grid(alpha=0.3)
+    for axis in axes[1]:
+        axis.set_xlabel("step")
+    figure.tight_layout()
+    target = Path(path)
+    figure.savefig(target, dpi=100)
+    plt.close(figure)
+    return target
+
+
+def start_prometheus(port: int) -> Callable[[Any, Any], None]:
+    """
+    Serve ``group_admission_*`` metrics on ``port`` and return the per-round hook.
+
+    Uses a registry of its own, so several runs in one process do not collide.
+    """
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from group_admission.prometheus import PrometheusExporter
+
+    registry = CollectorRegistry()
+    exporter = PrometheusExporter(registry)
+    start_http_server(port, registry=registry)
+
+    def on_round(decisions: Any, plan: Any) -> None:
+        exporter.observe(decisions)
+        exporter.observe_plan(plan)
+
+    return on_round
