@@ -30,11 +30,11 @@ _EPS = 1e-6
 
 def group_advantages(rewards: torch.Tensor, scale: AdvantageScale = "group") -> torch.Tensor:
     """
-    GRPO advantages of a ``(groups, G)`` reward matrix: each reward minus its group's mean,
+    GRPO advantages of a ``(groups, G)`` reward matrix.
 
-    divided by the group's std (``group``, GRPO), by the std of every reward in the batch
-    (``batch``), or not divided (``none``, Dr. GRPO). The std is Bessel-corrected, as in
-    TRL and verl; ``1e-6`` guards the division.
+    Each reward minus its group's mean, divided by the group's std (``group``, GRPO), by
+    the std of every reward in the batch (``batch``), or not divided (``none``, Dr. GRPO).
+    The std is Bessel-corrected, as in TRL and verl; ``1e-6`` guards the division.
 
     Raises:
         ValueError: ``rewards`` is not 2-D with at least two columns, or ``scale`` is unknown.
@@ -95,10 +95,10 @@ def collate(
     pad_id: int,
 ) -> Collated:
     """
-    Pad prompts on the left and completions (already cut after their first EOS) on the right,
+    Pad prompts on the left and completions (already cut after their first EOS) on the right.
 
-    so every completion starts at the same column and the loss sees completion tokens only:
-    prompt tokens and padding are outside ``completion_mask``.
+    Every completion then starts at the same column and the loss sees completion tokens
+    only: prompt tokens and padding are outside ``completion_mask``.
     """
     if len(prompts) != len(completions) or not prompts:
         raise ValueError(f"need one prompt per completion (got {len(prompts)} and {len(completions)})")
