@@ -8,14 +8,12 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from doubles import slime_types
-from group_admission.adapters import _slime_runtime
 from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.slime import SlimeAdmissionSettings
 
@@ -24,17 +22,7 @@ PROCESS_PATH = "group_admission.adapters.slime.record_all_samples"
 LOG_PATH = "group_admission.adapters.slime.log_rollout_metrics"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_state() -> Iterator[None]:
-    def clear() -> None:
-        _slime_runtime.reset_runtimes()
-        slime_adapter.filter_output_type.cache_clear()
-        slime_types.load_function.cache_clear()
-        slime_types.SingletonMeta._instances.clear()
-
-    clear()
-    yield
-    clear()
+pytestmark = pytest.mark.usefixtures("fresh_slime_state")
 
 
 def group(*rewards: object) -> list[slime_types.Sample]:

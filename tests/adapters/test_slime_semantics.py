@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,17 +25,7 @@ LOG_PATH = "group_admission.adapters.slime.log_rollout_metrics"
 STD = {"policy": {"min_reward_std": 1e-6}}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_state() -> Iterator[None]:
-    def clear() -> None:
-        _slime_runtime.reset_runtimes()
-        slime_adapter.filter_output_type.cache_clear()
-        slime_types.load_function.cache_clear()
-        slime_types.SingletonMeta._instances.clear()
-
-    clear()
-    yield
-    clear()
+pytestmark = pytest.mark.usefixtures("fresh_slime_state")
 
 
 def sample(index: int, reward: Any, **fields: Any) -> slime_types.Sample:
