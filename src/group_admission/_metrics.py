@@ -16,6 +16,7 @@ import numpy as np
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
+from ._distributed import all_gather_snapshots
 from ._exceptions import CheckpointError
 from ._reasons import CHECK_BITS, CHECK_SIMILARITY, REASONS_BY_CODE, REWARD_CHECK_BITS, RejectionReason
 from ._validation import describe
@@ -376,9 +377,10 @@ class AdmissionStats:
         ranks. Needs torch (``pip install 'group-admission[torch]'``) and an initialised
         process group.
         """
-        from ._distributed import all_reduce_stats  # noqa: PLC0415  (torch is optional)
-
-        return all_reduce_stats(self, group)
+        total = AdmissionStats()
+        for snapshot in all_gather_snapshots(self.to_dict(), group, feature="AdmissionStats.all_reduce"):
+            total = total.merge(AdmissionStats.from_dict(snapshot))
+        return total
 
 
 def group_admission_metrics(decisions: Decisions) -> dict[str, int | float]:
