@@ -472,7 +472,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "carry rate from non-state",
         lambda: SamplingBudgetController().new_state(carry_rate_from={"effective_rate_ema": 0.5}),  # type: ignore[arg-type]
         TypeError,
-        "'carry_rate_from' must be a SamplingBudgetState or None (got {'effective_rate_ema': 0.5} of type dict)",
+        "'carry_rate_from' must be a SamplingBudgetState or None (got {'effective_rate_ema': 0.5} of type",
     ),
 ]
 

@@ -37,7 +37,9 @@ def test_judge_keeps_admitted_groups_and_counts_every_decision() -> None:
     session = AdmissionSession(GATE)
     assert session.judge(LIVE).keep
     verdict = session.judge(DEAD)
-    assert not verdict.keep and verdict.decision.reason == "exact_dead" and not verdict.fallback_admitted
+    assert not verdict.keep
+    assert verdict.decision.reason == "exact_dead"
+    assert not verdict.fallback_admitted
     assert (session.stats.candidates, session.stats.admitted, session.stats.exact_dead) == (2, 1, 1)
 
 
@@ -54,7 +56,8 @@ def test_a_step_plans_resampling_until_the_target_is_met() -> None:
     report = session.end_step()
     assert (report.admitted_groups, report.trained_groups, report.surplus_groups) == (5, 4, 1)
     assert (report.generated_groups, report.generated_samples, report.sampling_rounds) == (8, 32, 2)
-    assert not report.exhausted and report.short_groups == 0
+    assert not report.exhausted
+    assert report.short_groups == 0
 
 
 def test_without_a_budget_a_short_step_is_exhausted_at_once() -> None:
@@ -62,9 +65,11 @@ def test_without_a_budget_a_short_step_is_exhausted_at_once() -> None:
     session.begin_step(target_groups=2)
     session.judge_batch([LIVE, DEAD])
     plan = session.plan(num_generations=4)
-    assert plan.exhausted and plan.extra_groups == 0
+    assert plan.exhausted
+    assert plan.extra_groups == 0
     report = session.end_step()
-    assert report.exhausted and report.short_groups == 1
+    assert report.exhausted
+    assert report.short_groups == 1
 
 
 def test_an_all_dead_stream_ends_within_the_caps() -> None:
@@ -76,8 +81,10 @@ def test_an_all_dead_stream_ends_within_the_caps() -> None:
         rounds += 1
         session.judge_batch([DEAD] * plan.extra_groups)
     report = session.end_step()
-    assert report.exhausted and report.generated_groups <= 4 + 6
-    assert "extra_group_budget" in plan.limited_by and rounds >= 1
+    assert report.exhausted
+    assert report.generated_groups <= 4 + 6
+    assert "extra_group_budget" in plan.limited_by
+    assert rounds >= 1
 
 
 def test_groups_of_different_sizes_count_their_own_samples() -> None:
@@ -106,9 +113,11 @@ def test_one_round_leaves_room_for_a_second_when_one_resample_round_is_allowed()
 def test_can_launch_counts_groups_in_flight_and_the_round_in_progress() -> None:
     session = AdmissionSession(GATE, budget=budget(max_extra_groups=2))
     session.begin_step(target_groups=2)
-    assert session.can_launch(4) and not session.can_launch(5)
+    assert session.can_launch(4)
+    assert not session.can_launch(5)
     session.judge(DEAD)
-    assert session.can_launch(3) and not session.can_launch(3, in_flight=1)
+    assert session.can_launch(3)
+    assert not session.can_launch(3, in_flight=1)
 
 
 @pytest.mark.parametrize("call", ["plan", "can_launch", "end_step"])
@@ -124,7 +133,8 @@ def test_a_ratio_limit_forces_gate_rejections_through_but_never_unusable_data() 
     assert [v.keep for v in outcomes] == [True, False, True, False]
     assert [v.fallback_admitted for v in outcomes] == [True, False, True, False]
     external = session.judge([1.0, None, 0.0])
-    assert not external.keep and external.decision.reason == "external"
+    assert not external.keep
+    assert external.decision.reason == "external"
     assert session.stats.fallback_admitted == 2
 
 
