@@ -316,3 +316,26 @@ def test_session_accepts_a_ready_policy_and_names_bad_arguments() -> None:
     with pytest.raises(TypeError, match="'step' must be an int, a str or None"):
         AdmissionSession().judge(LIVE, step=1.5)  # type: ignore[arg-type]
     assert isinstance(AdmissionSession().stats, AdmissionStats)
+
+
+def test_host_fallbacks_are_counted_within_the_step_rejections() -> None:
+    session = AdmissionSession(GATE)
+    session.begin_step(2)
+    session.judge_batch([DEAD, DEAD, LIVE])
+    session.record_fallback(2)
+    assert (session.stats.fallback_admitted, session.step_stats.fallback_admitted) == (2, 2)
+    with pytest.raises(ValueError, match="would make fallback_admitted exceed the rejected groups"):
+        session.record_fallback(1)
+    assert session.stats.fallback_admitted == 2
+
+
+def test_difference_reports_the_counts_added_since_a_snapshot() -> None:
+    session = AdmissionSession(GATE)
+    session.judge(LIVE)
+    snapshot = session.stats
+    session.judge_batch([DEAD, [None, 1.0, 1.0, 1.0]])
+    delta = session.stats.difference(snapshot)
+    assert (delta.candidates, delta.admitted, delta.exact_dead, delta.external) == (2, 0, 1, 1)
+    assert delta.external_details == {"missing_reward": 1}
+    with pytest.raises(ValueError, match="not an earlier snapshot"):
+        snapshot.difference(session.stats)

@@ -253,6 +253,30 @@ class AdmissionStats:
 
     __add__ = merge
 
+    def difference(self, earlier: AdmissionStats) -> AdmissionStats:
+        """
+        The counts added since ``earlier``, a snapshot of this accumulator taken before.
+
+        For reporting per-interval counts from running totals.
+
+        Raises:
+            ValueError: ``earlier`` holds a count larger than this one (not an earlier snapshot).
+        """
+        if not isinstance(earlier, AdmissionStats):
+            msg = f"'earlier' must be an AdmissionStats (got {describe(earlier)})"
+            raise TypeError(msg)
+        now, then = self.to_dict(), earlier.to_dict()
+        delta = AdmissionStats()
+        for key, value in now["counts"].items():
+            delta._counts[key] = value - then["counts"][key]
+        details = Counter(now["external_details"])
+        details.subtract(then["external_details"])
+        if min(delta._counts.values()) < 0 or min(details.values(), default=0) < 0:
+            msg = "'earlier' is not an earlier snapshot of these counts (a count went down)"
+            raise ValueError(msg)
+        delta._details = +details
+        return delta
+
     def reset(self) -> dict[str, Any]:
         """Zero the counts and return what they were (:meth:`to_dict` form)."""
         with self._lock:

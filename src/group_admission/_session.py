@@ -339,6 +339,21 @@ class AdmissionSession:
             raise ConsecutiveFailedGroupsError(failure)
         return AdmissionVerdict(keep=keep, decision=decision, fallback_admitted=fallback)
 
+    def record_fallback(self, count: int = 1) -> None:
+        """
+        Count rejected groups that the host trained on anyway by a rule of its own.
+
+        For host-side fallbacks the session cannot see (slime's
+        ``keep_when_insufficient``); the session's own drop limits count theirs.
+
+        Raises:
+            ValueError: this would count more fallbacks than this step's rejections.
+        """
+        with self._lock:
+            # The step's counts are a part of the lifetime's: checking them first keeps both in step.
+            self._step_stats.record_fallback(count)
+            self._stats.record_fallback(count)
+
     def judge_batch(
         self,
         rewards: Any,
