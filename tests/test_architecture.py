@@ -88,7 +88,6 @@ def test_the_core_imports_no_adapter_simulator_or_exporter() -> None:
         assert not [name for name in graph[module] if name.startswith(outer)], module
 
 
-@pytest.mark.xfail(strict=True, reason="slime's drop rule moves to a host-rule module in the adapter rewrite")
 def test_the_simulator_imports_no_adapter() -> None:
     graph = _imports()
     for module, imported in graph.items():
