@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
 import pytest
 
 pytest.importorskip("trl")
@@ -26,4 +27,3 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
-

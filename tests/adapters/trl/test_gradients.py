@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import torch
-from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
 from trl import GRPOTrainer
+from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
 
 from group_admission.adapters.trl import AdmissionGRPOTrainer
 

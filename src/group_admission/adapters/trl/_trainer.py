@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from accelerate.utils import gather, gather_object
-from trl import GRPOTrainer
+from trl.trainer.grpo_trainer import GRPOTrainer
 
-from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
+from ..._budget import ResamplePlan, SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
 from ..._policy import GroupAdmissionPolicy
+from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._rounds import PromptStream, merge_rounds
-from ._session import AdmissionSession, BatchVerdict, StepReport
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
 
@@ -27,7 +27,7 @@ _PREFIX = "group_admission/"
 
 # The mixin is typed against GRPOTrainer but inherits from object, so users can put it in
 # front of their own GRPOTrainer subclass.
-_Base = GRPOTrainer if TYPE_CHECKING else object
+_Base: Any = GRPOTrainer if TYPE_CHECKING else object
 
 
 def _completion_text(completion: Any) -> str:
@@ -37,7 +37,7 @@ def _completion_text(completion: Any) -> str:
     return "".join(str(turn.get("content", "")) for turn in completion)
 
 
-class AdmissionMixin(_Base):
+class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by mypy
     """
     Group admission and bounded resampling for any ``GRPOTrainer`` subclass.
 
@@ -56,7 +56,7 @@ class AdmissionMixin(_Base):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.admission_session = AdmissionSession(policy=admission, budget=_budget_controller(budget))
+        self.admission_session = AdmissionSession(admission, budget=budget, host="trl")
         self._check_gate_on(self.admission_session.policy.config.gate_on)
         self._admission_prompts: PromptStream | None = None
         if budget is not None:
@@ -98,7 +98,8 @@ class AdmissionMixin(_Base):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if not self.model.training:  # evaluation measures the policy; nothing is trained
-            return super()._generate_and_score_completions(inputs)
+            evaluated: dict[str, Any] = super()._generate_and_score_completions(inputs)
+            return evaluated
         session, size = self.admission_session, self.num_generations
         first = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
@@ -133,7 +134,7 @@ class AdmissionMixin(_Base):
             raise RuntimeError(msg)
         return self._captured
 
-    def _judge(self, output: dict[str, Any]) -> BatchVerdict:
+    def _judge(self, output: dict[str, Any]) -> BatchAdmissionVerdict:
         rewards, completions = self._captured_round()
         self._captured = None
         config = self.admission_session.policy.config
@@ -142,8 +143,13 @@ class AdmissionMixin(_Base):
             flat = [_completion_text(c) for c in gather_object(list(completions))]
             texts = [flat[i : i + self.num_generations] for i in range(0, len(flat), self.num_generations)]
         return self.admission_session.judge_batch(
-            session_rewards(rewards, list(self.reward_func_names), self.reward_weights, config.gate_on,
-                            self.num_generations),
+            session_rewards(
+                rewards,
+                list(self.reward_func_names),
+                self.reward_weights,
+                config.gate_on,
+                self.num_generations,
+            ),
             texts,
             generated_tokens=int(output["num_items_in_batch"].item()),
         )
@@ -175,7 +181,7 @@ class AdmissionMixin(_Base):
             "masked_groups": report.target_groups - filled,
             "generated_groups": report.generated_groups,
             "surplus_groups": report.surplus_groups,
-            "rounds": report.rounds,
+            "rounds": report.sampling_rounds,
             "exhausted": float(report.exhausted),
             "informative_rate_before": rate_before,
             "informative_rate_after": filled / target,
@@ -211,7 +217,7 @@ class AdmissionMixin(_Base):
             self._admission_prompts.load_state_dict(state["prompts"])
 
 
-class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):
+class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  # TRL is not followed by mypy
     """
     TRL's ``GRPOTrainer`` that trains only on admitted prompt groups.
 
@@ -232,12 +238,6 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):
 
     .. versionadded:: 0.2.0
     """
-
-
-def _budget_controller(
-    budget: SamplingBudgetConfig | Mapping[str, Any] | None,
-) -> SamplingBudgetController | None:
-    return None if budget is None else SamplingBudgetController(budget)
 
 
 def _fill_slots(
