@@ -130,9 +130,7 @@ class TestTraining:
         assert all(row["masked_groups"] == 2.0 for row in logs)
         assert all(row["generated_groups"] == 6.0 for row in logs)  # target 2 + 4 extra, never more
 
-    def test_zero_std_fraction_is_per_group_with_batch_scale(
-        self, tiny_model: str, tmp_path: Path
-    ) -> None:
+    def test_zero_std_fraction_is_per_group_with_batch_scale(self, tiny_model: str, tmp_path: Path) -> None:
         config = {"scale_rewards": "batch", "per_device_train_batch_size": 16}
         trainer = make(tiny_model, tmp_path, funcs=[accuracy], admission=GATE, config=config)
         trainer.train()
