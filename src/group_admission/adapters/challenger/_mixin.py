@@ -46,12 +46,12 @@ class GroupAdmissionChallengerMixin:
 
     The group hand-off then goes through :class:`ChallengerAdmission`: through the
     ``_admitted_groups`` hook when the base has it, otherwise in ``_complete`` before the
-    base hands the groups over. When the budget is exhausted, ``_launch`` reports the
-    source as exhausted, so the Challenger drains running work and hands over what it has
-    (or ends the iteration when it has nothing); after each batch
-    ``self.group_admission.stopped_by_budget`` tells the caller to stop, and ``.plan``
-    says which cap bound. Without a policy
-    and a budget the Challenger behaves exactly as before.
+    base hands the groups over; each ``_complete`` is one :meth:`ChallengerAdmission.hand_off`.
+    When the budget is exhausted, ``_launch`` reports the source as exhausted, so the
+    Challenger drains running work and hands over what it has (or ends the iteration when
+    it has nothing); after each batch ``self.group_admission.stopped_by_budget`` tells the
+    caller to stop, and ``.plan`` says which cap bound. Without a policy and a budget the
+    Challenger behaves exactly as before.
 
     Keyword Args:
         group_admission_policy: A policy, config or mapping (see :class:`ChallengerAdmission`).
