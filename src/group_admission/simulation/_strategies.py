@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from .._budget import SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
+from .._host_rules.ragen import ragen_top_p
 from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
@@ -130,45 +130,6 @@ class NoFiltering:
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
         return strategy_dict(self)
-
-
-#: RAGEN counts a score this close to zero as zero (``include_zero=False``).
-_RAGEN_ZERO = 1e-10
-
-
-def ragen_top_p(
-    scores: npt.NDArray[np.float64], *, top_p: float, include_zero: bool = True, selection_eps: float = 0.01
-) -> npt.NDArray[np.int64]:
-    """
-    RAGEN's linear top-p selection (``strategy="top_p"``, ``top_p_prob_mode="linear"``).
-
-    Candidates are sorted by score, largest first (zero scores dropped unless
-    ``include_zero``); the walk takes groups until their cumulative score reaches
-    ``top_p * sum(scores) - selection_eps`` or the next score is not positive. When the
-    walk ends below the threshold nothing is selected. ``top_p >= 1`` keeps every
-    candidate.
-
-    Returns:
-        The selected group indices, in descending score order.
-
-    .. versionadded:: 0.1.0
-    """
-    candidates = np.arange(len(scores))
-    if not include_zero:
-        candidates = candidates[np.abs(scores) > _RAGEN_ZERO]
-    if top_p >= 1.0:
-        return candidates
-    order = candidates[np.argsort(-scores[candidates], kind="stable")]
-    threshold = top_p * float(scores[candidates].sum()) - selection_eps
-    total, taken = 0.0, 0
-    for score in scores[order].tolist():
-        if total >= threshold or score <= 0:
-            break
-        total += score
-        taken += 1
-    if total >= threshold:
-        return order[:taken]
-    return order[:0]
 
 
 @attrs.frozen(kw_only=True)

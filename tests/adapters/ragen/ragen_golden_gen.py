@@ -5,7 +5,7 @@ Not a test and not run in CI: it needs a RAGEN checkout (``mll-lab-nu/RAGEN@20da
 an environment where ``from verl import DataProto`` works (``pip install verl==0.9.1`` in a
 throwaway venv with torch==2.13.0 is enough; ``rollout_filter.py`` only needs DataProto).
 
-    RAGEN_ROOT=/path/to/RAGEN python tests/adapters/ragen_golden_gen.py
+    RAGEN_ROOT=/path/to/RAGEN python tests/adapters/ragen/ragen_golden_gen.py
 
 The script draws score vectors and selection parameters with a fixed seed, asks RAGEN's
 ``RewardRolloutFilter._select_top_groups`` which groups it keeps, and writes the cases.

@@ -1,10 +1,13 @@
 """
-Parity of the RAGEN adapter's selection with RAGEN's ``RolloutFilter._select_top_groups``.
+Parity of RAGEN's selection (``group_admission._host_rules.ragen``) with RAGEN's
+``RolloutFilter._select_top_groups``.
 
 Two tables: hand-worked vectors, one per code path of RAGEN@20daedc's
-``ragen/trainer/rollout_filter.py`` (the issue's examples among them), and
-``ragen_selection_golden.json``: 400 drawn cases whose expected selections were produced by
-running RAGEN's own method (``ragen_golden_gen.py``, torch 2.13.0).
+``ragen/trainer/rollout_filter.py`` (the issue's examples among them), run through the
+adapter's torch entry point, and ``ragen_selection_golden.json``: 400 drawn cases whose
+expected selections were produced by running RAGEN's own method (``ragen_golden_gen.py``,
+torch 2.13.0), checked against the numpy host rule that the adapter and the simulator share.
+Property tests hold the host rule's sort and top-k tie order to torch's own CPU kernels.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission.adapters._ragen_selection import RagenSelection, select_groups
+from group_admission._host_rules.ragen import _torch_sort, _torch_topk, select_top_groups
+from group_admission.adapters.ragen import SUPPORTED_VERSIONS, RagenSelection, select_groups
 
 GOLDEN = json.loads(Path(__file__).with_name("ragen_selection_golden.json").read_text(encoding="utf-8"))
 
@@ -85,6 +90,7 @@ class TestGoldenTable:
         """The golden cases were produced from the RAGEN commit the adapter mirrors."""
         assert GOLDEN["ragen_commit"].startswith("20daedc")
         assert len(GOLDEN["cases"]) == 400
+        assert (f"mll-lab-nu/RAGEN@{GOLDEN['ragen_commit'][:7]}",) == SUPPORTED_VERSIONS
 
     @pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: f"{c['strategy']}-{len(c['scores'])}")
     def test_matches_ragen_output(self, case):
@@ -92,7 +98,41 @@ class TestGoldenTable:
         params = {key: case[key] for key in ("strategy", "value", "filter_type", "include_zero")}
         params.update(top_p_prob_mode=case["top_p_prob_mode"], selection_eps=case["selection_eps"])
 
-        assert case["expected"] == _select(case["scores"], **params)
+        assert case["expected"] == select_top_groups(case["scores"], RagenSelection(**params)).tolist()
+
+
+# Binary-reward stds and integers: the ties RAGEN meets; NaN is a one-member group's std.
+tied_scores = st.lists(
+    st.sampled_from([0.0, 0.35355338, 0.46291006, 0.5175492, 1.0, 2.0, -1.0, float("nan")]),
+    min_size=1,
+    max_size=300,
+)
+
+
+class TestTorchTieOrder:
+    @given(scores=tied_scores, descending=st.booleans())
+    def test_sort_is_torch_sort(self, scores, descending):
+        """Tied and NaN scores come out in torch.sort's CPU order, past its 16-element insertion sort."""
+        values = np.asarray(scores, dtype=np.float32)
+
+        expected = torch.sort(torch.tensor(values), descending=descending).indices.tolist()
+
+        assert expected == _torch_sort(values, descending=descending).tolist()
+
+    @given(scores=tied_scores, data=st.data())
+    def test_topk_is_torch_topk(self, scores, data):
+        """Tied and NaN scores come out in torch.topk's CPU order (nth_element or partial_sort)."""
+        values = np.asarray(scores, dtype=np.float32)
+        k = data.draw(st.integers(1, len(scores)))
+
+        assert torch.topk(torch.tensor(values), k).indices.tolist() == _torch_topk(values, k).tolist()
+
+    def test_large_tied_batches_keep_torchs_choice(self):
+        """With 40 tied groups and top_k, the kept groups are the ones torch's topk keeps."""
+        scores = torch.tensor([0.46291006, 0.5175492] * 20)
+        selection = RagenSelection(strategy="top_k_abs", value=7.0)
+
+        assert torch.topk(scores, 7).indices.tolist() == select_groups(torch, scores, selection).tolist()
 
 
 score_lists = st.lists(

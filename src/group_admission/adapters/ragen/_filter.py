@@ -1,17 +1,9 @@
 """
-RAGEN adapter: a rollout filter backed by the admission policy, installed without editing RAGEN.
+``RagenGroupAdmissionFilter``: RAGEN's rollout filter contract, judged by an ``AdmissionSession``.
 
-RAGEN (``mll-lab-nu/RAGEN@20daedc``) calls ``trainer.rollout_filter.filter(batch)`` once per
-step, between the rollout and the advantage computation, and expects ``(batch, metrics)``.
-:class:`RagenGroupAdmissionFilter` keeps the same contract: the admission gates judge every
-group first, then RAGEN's own selection (``top_p``, ``top_k``, ``top_k_abs``, ``min_p``) may
-pick among the admitted groups, and the metrics keep RAGEN's names so that its loss scaling
-and its collapse early stop keep working. :func:`install` swaps the filter in when the
-config says ``actor_rollout_ref.rollout.rollout_filter_strategy: group_admission``;
-:func:`worker_process_setup_hook` does it inside Ray's TaskRunner process.
-
-This module never imports RAGEN, verl or torch at import time, and holds no gate logic of
-its own. See ``docs/adapters/ragen.md`` for the config lines and the metrics.
+RAGEN calls ``trainer.rollout_filter.filter(batch)`` once per step, between the rollout and
+the advantage computation, and expects ``(batch, metrics)``. The metrics keep RAGEN's names
+and values, so its loss scaling and its collapse early stop keep working.
 """
 
 from __future__ import annotations
@@ -21,29 +13,50 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .._batch import BatchAdmissionResult
-from .._loading import require_extra
-from .._metrics import AdmissionStats, group_admission_metrics
-from .._policy import GroupAdmissionPolicy
-from .._validation import describe
-from ._ragen_batch import GroupLayout, apply_row_mask, assistant_text, read_layout
-from ._ragen_install import STRATEGY_NAME, install, is_selected, uninstall, worker_process_setup_hook
-from ._ragen_selection import ZERO_SCORE, RagenSelection, select_groups
+from ..._config import GroupAdmissionConfig
+from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
+from ..._loading import require_extra
+from ..._metrics import AdmissionStats
+from ..._policy import GroupAdmissionPolicy
+from ..._session import AdmissionSession
+from ..._validation import describe
+from ._batch import GroupLayout, apply_row_mask, assistant_text, non_tensor_column, read_layout
 
-__all__ = [
-    "STRATEGY_NAME",
-    "RagenGroupAdmissionFilter",
-    "RagenSelection",
-    "install",
-    "is_selected",
-    "select_groups",
-    "uninstall",
-    "worker_process_setup_hook",
-]
+__all__ = ["METRIC_PREFIX", "RagenGroupAdmissionFilter", "select_groups"]
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
 _SETTINGS_KEYS = ("policy", "selection")
+_WHERE = "actor_rollout_ref.rollout.group_admission"
+# RAGEN's config key (under actor_rollout_ref.rollout) and default for each selection field.
+_SELECTION_KEYS = {
+    "filter_type": ("rollout_filter_type", "largest"),
+    "include_zero": ("rollout_filter_include_zero", True),
+    "top_p_prob_mode": ("rollout_filter_top_p_prob_mode", "linear"),
+    "selection_eps": ("rollout_filter_selection_eps", 0.01),
+    "metric": ("rollout_filter_metric", "reward_variance"),
+}
+
+
+def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candidates: Any = None) -> Any:
+    """
+    RAGEN's selection on torch tensors: the kept group indices, in RAGEN's order.
+
+    Args:
+        torch: The torch module.
+        scores: One score per group (1-D tensor).
+        selection: The selection parameters.
+        candidates: Boolean tensor marking the groups that may be selected (``None``:
+            every group, which reproduces RAGEN's ``_select_top_groups``).
+
+    Returns:
+        A ``torch.long`` tensor of group indices on the device of ``scores``.
+
+    .. versionadded:: 0.1.0
+    """
+    mask = None if candidates is None else candidates.detach().cpu().numpy()
+    kept = select_top_groups(scores.detach().float().cpu().numpy(), selection, candidates=mask)
+    return torch.as_tensor(kept, dtype=torch.long, device=scores.device)
 
 
 def _plain(value: Any) -> Any:
@@ -55,10 +68,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _setting(config: Any, key: str, default: Any) -> Any:
-    # RAGEN reads its keys with getattr(cfg, key, default); OmegaConf raises an
-    # AttributeError subclass for a missing key, so this is the same rule.
-    return getattr(config, key, default)
+def _selection(rollout: Any, strategy: Any) -> RagenSelection | None:
+    """RAGEN's own ``rollout_filter_*`` keys, read only when a strategy is named."""
+    if strategy is None or strategy == "none":
+        return None
+    # RAGEN reads with getattr(cfg, key, default); OmegaConf's missing-key error is an AttributeError.
+    value = getattr(rollout, "rollout_filter_value", getattr(rollout, "rollout_filter_ratio", 0.25))
+    fields: dict[str, Any] = {
+        name: getattr(rollout, key, default) for name, (key, default) in _SELECTION_KEYS.items()
+    }
+    try:
+        return RagenSelection(strategy=strategy, value=value, **fields)
+    except (TypeError, ValueError) as exc:
+        msg = f"invalid RAGEN selection settings for '{_WHERE}.selection={strategy}': {exc}"
+        raise type(exc)(msg) from None
 
 
 class RagenGroupAdmissionFilter:
@@ -67,9 +90,9 @@ class RagenGroupAdmissionFilter:
 
     ``filter(batch)`` groups the rows as RAGEN does (``num_groups`` contiguous blocks, or
     blocks of episodes in turn-level modes), judges every group with
-    ``policy.evaluate_batch``, lets ``selection`` choose among the admitted groups, drops
-    every other group whole, and returns ``(batch, metrics)``. The batch is changed in
-    place, as RAGEN's own filter does. A step where no group survives returns an empty
+    :meth:`AdmissionSession.judge_batch`, lets ``selection`` choose among the kept groups,
+    drops every other group whole, and returns ``(batch, metrics)``. The batch is changed
+    in place, as RAGEN's own filter does. A step where no group survives returns an empty
     batch, which RAGEN skips (and counts towards ``rollout_filter_empty_stop_steps``).
 
     Args:
@@ -79,7 +102,6 @@ class RagenGroupAdmissionFilter:
         selection: RAGEN's selection among the admitted groups; ``None`` keeps them all.
 
     Attributes:
-        stats: Admission counts summed over every call.
         empty_batches: Steps that ended with no group kept.
 
     .. versionadded:: 0.1.0
@@ -87,29 +109,36 @@ class RagenGroupAdmissionFilter:
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
         *,
         num_groups: int,
         selection: RagenSelection | None = None,
     ) -> None:
-        if not isinstance(policy, GroupAdmissionPolicy):
-            policy = GroupAdmissionPolicy(policy)
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
             msg = f"'num_groups' must be an integer >= 1 (got {describe(num_groups)})"
             raise ValueError(msg)
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
-        self._policy = policy
+        self._session = AdmissionSession(policy, host="RAGEN")
         self._num_groups = num_groups
         self._selection = selection
-        self.stats = AdmissionStats()
         self.empty_batches = 0
+
+    @property
+    def session(self) -> AdmissionSession:
+        """The session that judges and counts every group."""
+        return self._session
 
     @property
     def policy(self) -> GroupAdmissionPolicy:
         """The admission policy."""
-        return self._policy
+        return self._session.policy
+
+    @property
+    def stats(self) -> AdmissionStats:
+        """A copy of the admission counts summed over every call."""
+        return self._session.stats
 
     @property
     def num_groups(self) -> int:
@@ -123,7 +152,7 @@ class RagenGroupAdmissionFilter:
 
     def __repr__(self) -> str:
         return (
-            f"RagenGroupAdmissionFilter({self._policy!r}, num_groups={self._num_groups}, "
+            f"RagenGroupAdmissionFilter({self.policy!r}, num_groups={self._num_groups}, "
             f"selection={self._selection!r})"
         )
 
@@ -144,39 +173,31 @@ class RagenGroupAdmissionFilter:
             ValueError, TypeError: a setting is unknown or invalid; the message names it.
         """
         rollout = config.actor_rollout_ref.rollout
-        settings = _plain(_setting(rollout, "group_admission", None)) or {}
-        where = "actor_rollout_ref.rollout.group_admission"
+        settings = _plain(getattr(rollout, "group_admission", None)) or {}
         if not isinstance(settings, dict):
-            msg = f"'{where}' must be a mapping with keys 'policy' and 'selection' (got {describe(settings)})"
+            msg = (
+                f"'{_WHERE}' must be a mapping with keys 'policy' and 'selection' (got {describe(settings)})"
+            )
             raise TypeError(msg)
         unknown = sorted(str(key) for key in settings if key not in _SETTINGS_KEYS)
         if unknown:
-            msg = f"unknown key(s) {unknown} in '{where}' (known: {', '.join(_SETTINGS_KEYS)})"
+            msg = f"unknown key(s) {unknown} in '{_WHERE}' (known: {', '.join(_SETTINGS_KEYS)})"
             raise ValueError(msg)
         policy_settings = settings.get("policy") or {}
         if isinstance(policy_settings, (str, os.PathLike)):
-            from .._config import GroupAdmissionConfig  # noqa: PLC0415
-
             policy_settings = GroupAdmissionConfig.from_yaml(policy_settings)
-        policy = GroupAdmissionPolicy(policy_settings, logger=logger)
-        strategy = settings.get("selection")
-        selection = None
-        if strategy is not None and strategy != "none":
-            value = _setting(rollout, "rollout_filter_value", _setting(rollout, "rollout_filter_ratio", 0.25))
-            try:
-                selection = RagenSelection(
-                    strategy=strategy,
-                    value=value,
-                    filter_type=_setting(rollout, "rollout_filter_type", "largest"),
-                    include_zero=_setting(rollout, "rollout_filter_include_zero", True),
-                    top_p_prob_mode=_setting(rollout, "rollout_filter_top_p_prob_mode", "linear"),
-                    selection_eps=_setting(rollout, "rollout_filter_selection_eps", 0.01),
-                    metric=_setting(rollout, "rollout_filter_metric", "reward_variance"),
-                )
-            except (TypeError, ValueError) as exc:
-                msg = f"invalid RAGEN selection settings for '{where}.selection={strategy}': {exc}"
-                raise type(exc)(msg) from None
-        return cls(policy, num_groups=int(config.es_manager.train.env_groups), selection=selection)
+        groups = config.es_manager.train.env_groups
+        if isinstance(groups, bool) or not isinstance(groups, int):
+            msg = f"'es_manager.train.env_groups' must be an integer (got {describe(groups)})"
+            raise TypeError(msg)
+        if groups < 1:
+            msg = f"'es_manager.train.env_groups' must be >= 1 (got {groups})"
+            raise ValueError(msg)
+        return cls(
+            GroupAdmissionPolicy(policy_settings, logger=logger),
+            num_groups=groups,
+            selection=_selection(rollout, settings.get("selection")),
+        )
 
     # -- the filter contract ------------------------------------------------------------
     def filter(self, batch: Any) -> tuple[Any, dict[str, Any]]:
@@ -192,25 +213,25 @@ class RagenGroupAdmissionFilter:
         """
         torch = require_extra("torch", "torch", "The RAGEN rollout filter")
         layout = read_layout(torch, batch, self._num_groups)
-        result = self._policy.evaluate_batch(
-            layout.rewards,
-            self._completions(batch, layout),
-            group_keys=list(layout.group_keys),
+        before = self._session.stats
+        verdicts = self._session.judge_batch(
+            layout.rewards, self._completions(batch, layout), group_keys=list(layout.group_keys)
         )
+        counts = self._session.stats.difference(before).metrics()
         rewards = layout.rewards
         with warnings.catch_warnings():
             # One-member groups have no sample std (NaN, as in RAGEN); torch warns about it.
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
             std = rewards.std(dim=-1)
-        high, mean, total = rewards.max(dim=-1).values, rewards.mean(dim=-1), rewards.sum(dim=-1)
-        scores = {"reward": mean, "reward_sum": total}.get(
-            self._selection.metric if self._selection else "reward_variance", std
-        )
-        admitted = torch.as_tensor(result.admitted, device=rewards.device)
+        stats = {"std": std, "max": rewards.max(dim=-1).values, "mean": rewards.mean(dim=-1)}
+        stats["sum"] = rewards.sum(dim=-1)
+        metric = self._selection.metric if self._selection else "reward_variance"
+        scores = {"reward": stats["mean"], "reward_sum": stats["sum"]}.get(metric, std)
+        keep = torch.as_tensor(verdicts.keep, device=rewards.device)
         if self._selection is None:
-            kept = torch.nonzero(admitted).flatten()
+            kept = torch.nonzero(keep).flatten()
         else:
-            kept = select_groups(torch, scores, self._selection, candidates=admitted)
+            kept = select_groups(torch, scores, self._selection, candidates=keep)
         row_group = torch.as_tensor(layout.row_group, device=rewards.device)
         group_mask = torch.zeros(self._num_groups, dtype=torch.bool, device=rewards.device)
         group_mask[kept] = True
@@ -218,18 +239,21 @@ class RagenGroupAdmissionFilter:
         batch = apply_row_mask(batch, row_mask.cpu())
         # Like RAGEN: every kept row carries the std of its whole original group.
         batch.batch["reward_std"] = std[row_group][row_mask]
-        self.stats.add_many(result)
         if kept.numel() == 0:
             self.empty_batches += 1
-        metrics = self._ragen_metrics(torch, layout, (std, high, mean, total), scores, kept)
-        metrics.update(self._admission_metrics(result, int(kept.numel())))
+        metrics = self._ragen_metrics(torch, layout, stats, scores, kept)
+        metrics.update({f"{METRIC_PREFIX}{key}": value for key, value in counts.items()})
+        metrics[f"{METRIC_PREFIX}selection_dropped_group_count"] = int(verdicts.keep.sum()) - kept.numel()
+        metrics[f"{METRIC_PREFIX}kept_group_count"] = kept.numel()
+        metrics[f"{METRIC_PREFIX}empty_batch"] = float(kept.numel() == 0)
+        metrics[f"{METRIC_PREFIX}empty_batch_count"] = self.empty_batches
         return batch, metrics
 
     def _completions(self, batch: Any, layout: GroupLayout) -> list[list[str | None]] | None:
         """Each member's assistant text, only when the redundancy gate needs it."""
-        if not self._policy.config.similarity_gate_enabled:
+        if not self.policy.config.similarity_gate_enabled:
             return None
-        conversations = (getattr(batch, "non_tensor_batch", None) or {}).get("messages_list")
+        conversations = non_tensor_column(batch, "messages_list", len(layout.row_group))
         if conversations is None:
             msg = (
                 "the redundancy gate (max_mean_pairwise_similarity) needs "
@@ -241,12 +265,7 @@ class RagenGroupAdmissionFilter:
         return [texts[start : start + size] for start in range(0, len(texts), size)]
 
     def _ragen_metrics(
-        self,
-        torch: Any,
-        layout: GroupLayout,
-        stats: tuple[Any, Any, Any, Any],
-        scores: Any,
-        kept: Any,
+        self, torch: Any, layout: GroupLayout, stats: dict[str, Any], scores: Any, kept: Any
     ) -> dict[str, Any]:
         """RAGEN's reward-filter metrics, computed as RAGEN computes them."""
 
@@ -255,38 +274,22 @@ class RagenGroupAdmissionFilter:
                 return torch.zeros((), dtype=values.dtype, device=values.device)
             return values[kept].mean()
 
-        std, high, mean, total = stats
+        metrics: dict[str, Any] = {}
+        for name, values in stats.items():
+            if name != "sum":  # RAGEN's base-filter names, without the sum
+                metrics[f"rollout/in_group_{name}"] = values.mean()
+                metrics[f"rollout/chosen_in_group_{name}"] = chosen(values)
+            metrics[f"rollout/in_group_reward_{name}"] = values.mean()
+            metrics[f"rollout/chosen_in_group_reward_{name}"] = chosen(values)
         keys = layout.group_keys
         numeric = all(isinstance(key, int) and not isinstance(key, bool) for key in keys)
         group_ids = torch.as_tensor(keys if numeric else range(len(keys)))
-        metrics: dict[str, Any] = {}
-        for name, values in (("std", std), ("max", high), ("mean", mean)):
-            metrics[f"rollout/in_group_{name}"] = values.mean()
-            metrics[f"rollout/chosen_in_group_{name}"] = chosen(values)
-        for name, values in (("std", std), ("max", high), ("mean", mean), ("sum", total)):
-            metrics[f"rollout/in_group_reward_{name}"] = values.mean()
-            metrics[f"rollout/chosen_in_group_reward_{name}"] = chosen(values)
         metrics["rollout/filter_kept_count"] = torch.tensor(float(kept.numel()))
         metrics["rollout/filter_kept_ratio"] = torch.tensor(kept.numel() / self._num_groups)
         metrics["rollout/filter_zero_count"] = (torch.abs(scores) <= ZERO_SCORE).sum()
         # Private keys: RAGEN's trainer pops them to build its W&B reward and RV tables.
         metrics["rollout/_reward_matrix"] = layout.rewards.detach().cpu()
-        metrics["rollout/_group_reward_std"] = std.detach().cpu()
+        metrics["rollout/_group_reward_std"] = stats["std"].detach().cpu()
         metrics["rollout/_group_ids"] = group_ids
         metrics["rollout/_selected_group_ids"] = group_ids[kept.cpu()]
         return metrics
-
-    def _admission_metrics(self, result: BatchAdmissionResult, kept: int) -> dict[str, Any]:
-        counts = group_admission_metrics(result)
-        metrics: dict[str, Any] = {f"{METRIC_PREFIX}{key}": value for key, value in counts.items()}
-        metrics[f"{METRIC_PREFIX}selection_dropped_group_count"] = counts["admitted_group_count"] - kept
-        metrics[f"{METRIC_PREFIX}kept_group_count"] = kept
-        metrics[f"{METRIC_PREFIX}empty_batch"] = float(kept == 0)
-        metrics[f"{METRIC_PREFIX}empty_batch_count"] = self.empty_batches
-        return metrics
-
-
-# Reprs and docs name the public module, not the private one that defines them.
-for _public in (RagenSelection, select_groups, install, is_selected, uninstall, worker_process_setup_hook):
-    _public.__module__ = __name__
-del _public

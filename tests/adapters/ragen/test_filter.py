@@ -1,9 +1,9 @@
 """
 The RAGEN rollout filter, called as RAGEN's trainer calls it.
 
-Batches are built as RAGEN's ContextManager builds them (``doubles.ragen_types``) on verl's
+Batches are built as RAGEN's ContextManager builds them (``ragen_types``) on verl's
 ``DataProto`` (the real one when importable, else the faithful double in
-``doubles.verl_types``); ``RayAgentTrainer.train_step`` runs the filter section of RAGEN's
+``verl_types``); ``RayAgentTrainer.train_step`` runs the filter section of RAGEN's
 ``fit()``.
 """
 
@@ -17,10 +17,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doubles.ragen_types import RayAgentTrainer, base_config, make_batch
-from doubles.verl_types import DataProto
 from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy
 from group_admission.adapters.ragen import RagenGroupAdmissionFilter, RagenSelection
+
+from .ragen_types import RayAgentTrainer, base_config, make_batch
+from .verl_types import DataProto
 
 BINARY = [1, 0, 1, 0, 1, 1, 1, 1, 0, 0.5, 0, 0, 0, 0, 0, 0]  # 4 groups of 4: mixed, all-1, near-dead, all-0
 
@@ -275,6 +276,22 @@ class TestDataProblems:
         assert [0, 0] == out.non_tensor_batch["group_ids"].tolist()
         assert 2 == metrics["rollout/group_admission/externally_rejected_group_count"]
         assert {"non_finite_reward": 2} == adapter.stats.external_details
+
+    @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+    def test_integer_and_bool_scores_are_read_as_float(self, dtype):
+        """Integer or bool original_rm_scores (a 0/1 verifier) are rewards, not a crash after admission."""
+        batch = make_batch([1, 0, 1, 0, 1, 1, 1, 1], group_ids=_groups(4, 2), dtype=dtype)
+        selection = RagenSelection(strategy="top_k_abs", value=2.0)
+        adapter = RagenGroupAdmissionFilter({"min_reward_std": 1e-6}, num_groups=2, selection=selection)
+
+        out, metrics = adapter.filter(batch)
+
+        assert [0, 0, 0, 0] == out.non_tensor_batch["group_ids"].tolist()
+        assert [np.std([1, 0, 1, 0], ddof=1)] * 4 == pytest.approx(out.batch["reward_std"].tolist())
+        assert out.batch["reward_std"].is_floating_point()
+        mean_std = metrics["rollout/in_group_reward_std"].item()
+        assert np.std([1, 0, 1, 0], ddof=1) / 2 == pytest.approx(mean_std)
+        assert [[1, 0, 1, 0], [1, 1, 1, 1]] == metrics["rollout/_reward_matrix"].tolist()
 
     def test_redundancy_gate_reads_assistant_turns(self):
         """With the redundancy gate on, completions come from messages_list's assistant turns."""

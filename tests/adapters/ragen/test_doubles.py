@@ -12,8 +12,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from doubles import verl_types
-from doubles.verl_types import DataProtoDouble, DataProtoItem
+from . import verl_types
+from .verl_types import DataProtoDouble, DataProtoItem
 
 CLASSES = [DataProtoDouble] + ([verl_types.DataProto] if verl_types.REAL_VERL else [])
 

@@ -1,6 +1,6 @@
 """
 The twinkle Challenger adapter: the group hand-off hook, the sampling budget and the mixin,
-called as twinkle's env-lease Challenger calls them (doubles in ``doubles.twinkle_types``).
+called as twinkle's env-lease Challenger calls them (doubles in ``twinkle_types``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doubles.twinkle_types import AgenticChallenger, Challenger, PRChallenger, scripted, trajectory
 from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
 from group_admission.adapters.challenger import (
     ChallengerAdmission,
@@ -21,6 +20,8 @@ from group_admission.adapters.challenger import (
     last_assistant_text,
     with_group_admission,
 )
+
+from .twinkle_types import AgenticChallenger, Challenger, PRChallenger, scripted, trajectory
 
 STRICT = {"min_reward_std": 1e-6, "min_reward_range": 0.02}
 LOOSE_BUDGET = {"max_extra_groups": 1000, "max_resample_rounds": 1000}
@@ -323,16 +324,50 @@ class TestBudget:
         assert 0 == admission.state.generated_samples
         assert 0.5 == admission.state.effective_rate_ema
 
-    def test_one_round_per_hand_off_and_group_size(self):
-        """Each hand-off is one observed round (one per distinct group size within it)."""
+    def test_one_round_per_hand_off_whatever_the_group_sizes(self):
+        """A hand-off is one observed round, even with groups of different sizes; an empty one is none."""
         admission = ChallengerAdmission(None, budget=LOOSE_BUDGET)
         admission.begin_batch(10)
 
         admission.admitted_groups([group(0.0, 1.0), group(0.0, 1.0, 2.0)], Counter())
         admission.admitted_groups([], Counter())
 
-        assert 2 == admission.state.sampling_rounds
+        assert 1 == admission.state.sampling_rounds
         assert 5 == admission.state.generated_samples
+        assert 2 == admission.state.generated_groups
+
+    def test_both_sides_of_one_hand_off_are_one_round(self):
+        """Calls inside hand_off() (the mixin wraps each _complete) fold into one round at its end."""
+        admission = ChallengerAdmission(STRICT, budget=LOOSE_BUDGET)
+        admission.begin_batch(10)
+
+        with admission.hand_off():
+            admission.admitted_groups([group(0.0, 1.0, 1.0), group(1.0, 1.0, 1.0)], Counter())
+            admission.admitted_groups([group(0.0, 1.0), group(1.0, 0.0), group(0.5, 0.5)], Counter())
+            assert 0 == admission.state.sampling_rounds  # folded when the hand-off ends
+
+        assert 1 == admission.state.sampling_rounds
+        assert 5 == admission.state.generated_groups
+        assert 12 == admission.state.generated_samples
+        assert 3 == admission.state.admitted_groups
+
+    def test_one_resample_round_leaves_room_for_a_second_hand_off(self):
+        """max_resample_rounds=1: the first hand-off is the first round, so one more fits, not two."""
+        admission = ChallengerAdmission(STRICT, budget={"max_extra_groups": 100, "max_resample_rounds": 1})
+        admission.begin_batch(4)
+
+        admission.admitted_groups([group(0.0, 1.0), group(1.0, 1.0, 1.0)], Counter())
+
+        assert not admission.exhausted
+        assert 1 == admission.state.sampling_rounds
+        assert not admission.plan.exhausted
+
+        admission.admitted_groups([group(1.0, 1.0)], Counter())
+
+        assert admission.exhausted
+        assert 2 == admission.state.sampling_rounds
+        assert ("resample_round_budget",) == admission.plan.limited_by
+        assert admission.end_batch(complete=False)
 
     def test_no_budget_never_exhausts(self):
         """Without a budget the hook keeps no state and never reports exhaustion."""
@@ -466,6 +501,33 @@ class TestMixin:
         assert 1 == challenger.group_admission.stats.exact_dead
         assert challenger.group_admission.policy.config == GroupAdmissionConfig()
         assert not challenger.group_admission.stopped_by_budget
+
+    @pytest.mark.parametrize("base", [PRChallenger, Challenger], ids=["twinkle#288", "without-hook"])
+    def test_one_hand_off_of_both_sides_and_sizes_is_one_round(self, base):
+        """Each _complete (both sides, groups of 3 and 2) is one round: max_resample_rounds=1 allows two."""
+        cls = with_group_admission(scripted(base))
+        challenger = cls(
+            envs=[0],
+            num_challenger_rollouts=3,
+            num_solver_rollouts=2,
+            group_admission_policy=STRICT,
+            sampling_budget={"max_extra_groups": 100, "max_resample_rounds": 1},
+        )
+        unit = ([group(0.0, 1.0, 1.0), group(1.0, 1.0, 1.0)], [group(1.0, 1.0), group(0.0, 1.0)])
+        challenger.units = [unit, unit, unit]
+
+        batch = next(challenger(batch_size=12, solver_ratio=0.5))
+
+        state = challenger.group_admission.state
+        assert 2 == challenger.launched
+        assert 2 == state.sampling_rounds
+        assert 8 == state.generated_groups
+        assert 2 * (3 + 3 + 2 + 2) == state.generated_samples
+        assert 4 == state.admitted_groups
+        assert 2 == len(batch.challenger)
+        assert 2 == len(batch.solver)
+        assert challenger.group_admission.exhausted
+        assert 1 == len(challenger.units)
 
     def test_mixin_class_statement(self):
         """The mixin also works as an explicit first base."""

@@ -20,10 +20,12 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from .._validation import describe
+from ..._validation import describe
+from ._filter import RagenGroupAdmissionFilter
 
 __all__ = [
     "STRATEGY_NAME",
+    "SUPPORTED_VERSIONS",
     "TRAINER_MODULE",
     "install",
     "is_selected",
@@ -31,6 +33,8 @@ __all__ = [
     "worker_process_setup_hook",
 ]
 
+#: The RAGEN versions the adapter is written and tested against (RAGEN is installed from git).
+SUPPORTED_VERSIONS: tuple[str, ...] = ("mll-lab-nu/RAGEN@20daedc",)
 #: The ``actor_rollout_ref.rollout.rollout_filter_strategy`` value that selects the adapter.
 STRATEGY_NAME = "group_admission"
 #: The module that defines RAGEN's ``RayAgentTrainer``.
@@ -52,8 +56,6 @@ def _replace_filters(trainer: Any) -> None:
     config = trainer.config
     if not is_selected(config.actor_rollout_ref.rollout):
         return
-    from .ragen import RagenGroupAdmissionFilter  # noqa: PLC0415  (ragen imports this module)
-
     stock = getattr(trainer, "rollout_filter", None)
     trainer.rollout_filter = RagenGroupAdmissionFilter.from_config(config)
     analysis = getattr(trainer, "gradient_analysis_rollout_filter", None)

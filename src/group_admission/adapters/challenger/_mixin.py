@@ -1,17 +1,9 @@
 """
-twinkle Challenger adapter: group admission and a sampling budget at the group hand-off.
+``GroupAdmissionChallengerMixin``: wires :class:`ChallengerAdmission` into a twinkle Challenger class.
 
-twinkle's env-lease ``Challenger`` (``twinkle_agentic.challenger.base``) hands each finished
-unit of work over as complete groups, one list per side (proposing, solving), in
-``_complete``. Pull request modelscope/twinkle#288 adds a hook there,
-``_admitted_groups(groups, rejection_reasons)``. :class:`ChallengerAdmission` is that hook:
-it judges each complete group with the admission policy, counts each rejection under its
-primary reason, and (optionally) keeps a sample and token budget per batch through the
-:class:`SamplingBudgetController`, reporting exhaustion instead of relying on
-``max_empty_rounds`` alone. :class:`GroupAdmissionChallengerMixin` wires it into a
-Challenger class, with or without the pull request's hook.
-
-This module never imports twinkle, and holds no gate logic of its own.
+It works with twinkle#288's base (whose ``_complete`` calls the ``_admitted_groups`` hook
+once per side) and with a base without the hook (the mixin judges both sides in
+``_complete``); either way each ``_complete`` is one hand-off, one round of the budget.
 """
 
 from __future__ import annotations
@@ -21,24 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._validation import describe
-from ._challenger_hook import (
-    CHECK_CHALLENGER_SPREAD,
-    NON_NUMERIC_REWARD,
-    ChallengerAdmission,
-    Group,
-    Trajectory,
-    last_assistant_text,
-)
+from ..._validation import describe
+from ._hook import ChallengerAdmission, Group, Trajectory
 
-__all__ = [
-    "CHECK_CHALLENGER_SPREAD",
-    "NON_NUMERIC_REWARD",
-    "ChallengerAdmission",
-    "GroupAdmissionChallengerMixin",
-    "last_assistant_text",
-    "with_group_admission",
-]
+__all__ = ["GroupAdmissionChallengerMixin", "with_group_admission"]
 
 
 def _accepts_keyword(function: Callable[..., Any], name: str) -> bool:
@@ -68,12 +46,12 @@ class GroupAdmissionChallengerMixin:
 
     The group hand-off then goes through :class:`ChallengerAdmission`: through the
     ``_admitted_groups`` hook when the base has it, otherwise in ``_complete`` before the
-    base hands the groups over. When the budget is exhausted, ``_launch`` reports the
-    source as exhausted, so the Challenger drains running work and hands over what it has
-    (or ends the iteration when it has nothing); after each batch
-    ``self.group_admission.stopped_by_budget`` tells the caller to stop, and ``.plan``
-    says which cap bound. Without a policy
-    and a budget the Challenger behaves exactly as before.
+    base hands the groups over; each ``_complete`` is one :meth:`ChallengerAdmission.hand_off`.
+    When the budget is exhausted, ``_launch`` reports the source as exhausted, so the
+    Challenger drains running work and hands over what it has (or ends the iteration when
+    it has nothing); after each batch ``self.group_admission.stopped_by_budget`` tells the
+    caller to stop, and ``.plan`` says which cap bound. Without a policy and a budget the
+    Challenger behaves exactly as before.
 
     Keyword Args:
         group_admission_policy: A policy, config or mapping (see :class:`ChallengerAdmission`).
@@ -123,14 +101,18 @@ class GroupAdmissionChallengerMixin:
 
     def _complete(self, challenger: Sequence[Group], solver: Sequence[Group]) -> None:
         base: Any = super()
-        if self.group_admission is None or callable(getattr(base, "_admitted_groups", None)):
-            # twinkle#288's base calls self._admitted_groups itself.
+        if self.group_admission is None:
             base._complete(challenger, solver)
             return
-        reasons: Counter[str] = Counter()
-        proposing = self._admitted_groups(challenger, reasons)
-        solving = self._admitted_groups(solver, reasons)
-        base._complete(proposing, solving)
+        with self.group_admission.hand_off():  # both sides: one round of the budget
+            if callable(getattr(base, "_admitted_groups", None)):
+                # twinkle#288's base calls self._admitted_groups itself, once per side.
+                base._complete(challenger, solver)
+                return
+            reasons: Counter[str] = Counter()
+            proposing = self._admitted_groups(challenger, reasons)
+            solving = self._admitted_groups(solver, reasons)
+            base._complete(proposing, solving)
 
     def _launch(self) -> bool:
         base: Any = super()
@@ -173,9 +155,3 @@ def with_group_admission(challenger_cls: type) -> type:
     return type(
         name, (GroupAdmissionChallengerMixin, challenger_cls), {"__module__": challenger_cls.__module__}
     )
-
-
-# Reprs and docs name the public module, not the private one that defines them.
-for _public in (ChallengerAdmission, last_assistant_text):
-    _public.__module__ = __name__
-del _public

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from doubles.ragen_types import Config, RayAgentTrainer, StockRolloutFilter, base_config, make_batch
 from group_admission import GroupAdmissionConfig
-from group_admission.adapters._ragen_install import _InstallOnImport
 from group_admission.adapters.ragen import (
     STRATEGY_NAME,
     RagenGroupAdmissionFilter,
@@ -26,8 +24,11 @@ from group_admission.adapters.ragen import (
     uninstall,
     worker_process_setup_hook,
 )
+from group_admission.adapters.ragen._install import _InstallOnImport
 
-COOKBOOK = Path(__file__).resolve().parents[2] / "cookbook" / "configs" / "ragen"
+from .ragen_types import Config, RayAgentTrainer, StockRolloutFilter, base_config, make_batch
+
+COOKBOOK = Path(__file__).resolve().parents[3] / "cookbook" / "configs" / "ragen"
 
 
 @pytest.fixture

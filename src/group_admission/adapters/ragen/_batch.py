@@ -10,16 +10,16 @@ and reported by name instead of failing inside ``view`` or silently mixing group
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import describe
+from ..._validation import describe
 
-__all__ = ["GroupLayout", "apply_row_mask", "assistant_text", "read_layout"]
+__all__ = ["GroupLayout", "apply_row_mask", "assistant_text", "non_tensor_column", "read_layout"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -36,19 +36,12 @@ class GroupLayout:
         member_last_row: For every member (group-major), the last row that belongs to it.
         group_keys: The RAGEN group id of every group (``non_tensor_batch["group_ids"]``),
             or the group's index when the batch carries none.
-        turn_level: Whether rows were merged into episodes through ``episode_ids``.
     """
 
     rewards: Any
     row_group: IntArray
     member_last_row: IntArray
     group_keys: tuple[Hashable, ...]
-    turn_level: bool
-
-    @property
-    def num_groups(self) -> int:
-        """Groups in the batch."""
-        return int(self.rewards.shape[0])
 
     @property
     def group_size(self) -> int:
@@ -67,28 +60,49 @@ def _score_rows(torch: Any, batch: Any) -> Any:
         )
         raise ValueError(msg)
     scores = tensors["original_rm_scores"]
-    if not torch.is_tensor(scores) or scores.ndim != 2:
-        shape = tuple(scores.shape) if hasattr(scores, "shape") else describe(scores)
-        msg = f"batch.batch['original_rm_scores'] must be a 2-D tensor (rows, tokens) (got {shape})"
+    where = "batch.batch['original_rm_scores']"
+    if not torch.is_tensor(scores):
+        msg = f"{where} must be a torch tensor (rows, tokens) (got {describe(scores)})"
+        raise TypeError(msg)
+    if scores.ndim != 2:
+        msg = f"{where} must be a 2-D tensor (rows, tokens) (got {tuple(scores.shape)})"
         raise ValueError(msg)
+    if not scores.is_floating_point():
+        # Integer or bool scores (a 0/1 verifier) are rewards too; torch's std refuses them.
+        scores = scores.to(torch.get_default_dtype())
     return scores.sum(dim=-1)
 
 
-def _non_tensor(batch: Any, key: str, rows: int) -> Any:
+def non_tensor_column(batch: Any, key: str, rows: int) -> Any:
+    """``batch.non_tensor_batch[key]`` (``None`` when absent), checked to hold one entry per row."""
     values = (getattr(batch, "non_tensor_batch", None) or {}).get(key)
-    if values is not None and len(values) != rows:
-        msg = f"non_tensor_batch['{key}'] must have one entry per row ({rows}) (got {len(values)})"
+    if values is not None and (not hasattr(values, "__len__") or len(values) != rows):
+        got = len(values) if hasattr(values, "__len__") else describe(values)
+        msg = f"non_tensor_batch['{key}'] must have one entry per row ({rows}) (got {got})"
         raise ValueError(msg)
     return values
 
 
-def _episodes(episode_ids: Sequence[Hashable], num_groups: int) -> tuple[IntArray, IntArray, IntArray]:
+def _ids(batch: Any, key: str, rows: int) -> list[Hashable] | None:
+    """A per-row id column (``episode_ids``, ``group_ids``) as Python values usable as keys."""
+    values = non_tensor_column(batch, key, rows)
+    if values is None:
+        return None
+    ids: list[Hashable] = np.asarray(values).tolist()
+    for row, value in enumerate(ids):
+        if not isinstance(value, Hashable):
+            msg = f"non_tensor_batch['{key}'] must hold one id per row (row {row} has {describe(value)})"
+            raise TypeError(msg)
+    return ids
+
+
+def _episodes(episode_ids: list[Hashable], num_groups: int) -> tuple[IntArray, IntArray, IntArray]:
     """Return each row's episode (first-seen order), each episode's first and last row."""
     slot: dict[Hashable, int] = {}
     first: list[int] = []
     last: list[int] = []
     row_episode = np.empty(len(episode_ids), dtype=np.int64)
-    for row, episode in enumerate(np.asarray(episode_ids).tolist()):
+    for row, episode in enumerate(episode_ids):
         index = slot.get(episode)
         if index is None:
             index = slot[episode] = len(first)
@@ -108,10 +122,9 @@ def _episodes(episode_ids: Sequence[Hashable], num_groups: int) -> tuple[IntArra
 
 
 def _check_group_ids(
-    group_ids: Any, row_group: IntArray, num_groups: int, block: str
+    ids: list[Hashable], row_group: IntArray, num_groups: int, block: str
 ) -> tuple[Hashable, ...]:
     """Require one RAGEN group id per positional group, distinct across groups."""
-    ids = np.asarray(group_ids).tolist()
     keys: list[Hashable] = [None] * num_groups
     seen = [False] * num_groups
     for row, (group, key) in enumerate(zip(row_group.tolist(), ids, strict=True)):
@@ -147,10 +160,11 @@ def read_layout(torch: Any, batch: Any, num_groups: int) -> GroupLayout:
     Raises:
         ValueError: a required key is missing, the rows or episodes do not divide into
             ``num_groups`` groups, or ``group_ids`` disagree with the positional groups.
+        TypeError: ``original_rm_scores`` is not a tensor, or an id is not hashable.
     """
     row_rewards = _score_rows(torch, batch)
     rows = int(row_rewards.shape[0])
-    episode_ids = _non_tensor(batch, "episode_ids", rows)
+    episode_ids = _ids(batch, "episode_ids", rows)
     if episode_ids is None:
         if rows == 0 or rows % num_groups:
             msg = (
@@ -172,7 +186,7 @@ def read_layout(torch: Any, batch: Any, num_groups: int) -> GroupLayout:
         rewards = picked.to(torch.get_default_dtype()).view(num_groups, size)
         row_group = row_episode // size
         block = f"a block of {size} episodes"
-    group_ids = _non_tensor(batch, "group_ids", rows)
+    group_ids = _ids(batch, "group_ids", rows)
     if group_ids is None:
         keys: tuple[Hashable, ...] = tuple(range(num_groups))
     else:
@@ -182,7 +196,6 @@ def read_layout(torch: Any, batch: Any, num_groups: int) -> GroupLayout:
         row_group=row_group,
         member_last_row=member_last_row,
         group_keys=keys,
-        turn_level=episode_ids is not None,
     )
 
 

@@ -1,0 +1,1 @@
+"""Tests of the framework adapters, one package per host."""

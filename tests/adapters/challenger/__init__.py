@@ -1,0 +1,1 @@
+"""Tests of the twinkle Challenger adapter, with doubles of twinkle's Challenger."""
