@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from doubles import slime_types
+from adapters.slime import slime_types
 from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.slime import SlimeAdmissionSettings
 
@@ -144,7 +144,7 @@ def test_importing_the_adapter_imports_neither_slime_nor_torch() -> None:
     assert "[]" == out.stdout.strip()
 
 
-COOKBOOK = Path(__file__).resolve().parents[2] / "cookbook" / "configs" / "slime"
+COOKBOOK = Path(__file__).resolve().parents[3] / "cookbook" / "configs" / "slime"
 
 
 class TestCookbook:
