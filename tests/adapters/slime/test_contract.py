@@ -130,6 +130,19 @@ class TestHookContracts:
         assert ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time") == parameters
         assert {"rollout/dynamic_filter/drop_x": 1} == logged
 
+    @pytest.mark.parametrize("recorded", [False, True], ids=["no-rollout-recorded", "rollout-recorded"])
+    def test_log_hook_records_the_rollout_it_logged_as_slimes_contract_requires(self, recorded: bool) -> None:
+        args = type("Args", (), {})()  # slime's contract test passes a bare object
+        if recorded:
+            slime_adapter.record_all_samples(args, [group(1.0, 0.0)], object())
+
+        logged = slime_adapter.log_rollout_metrics(
+            3, args, [slime_types.Sample(index=0)], {"reward": 1.0}, 0.5
+        )
+
+        assert logged is False
+        assert 3 == args.logged_rollout_id
+
 
 def test_importing_the_adapter_imports_neither_slime_nor_torch() -> None:
     code = textwrap.dedent(
