@@ -1,9 +1,4 @@
-"""
-What adapters share for reading host data: rewards, groups, settings, one session per configuration.
-
-Nothing here decides admission: verdicts, counts and drop limits belong to the
-:class:`AdmissionSession` that each adapter calls.
-"""
+"""What adapters share to read host data: rewards, groups, settings, one session per configuration."""
 
 from __future__ import annotations
 
@@ -43,12 +38,9 @@ R = TypeVar("R")
 @attrs.frozen(kw_only=True)
 class HostSupport:
     """
-    The host versions an adapter supports, declared as data (and shown on its docs page).
+    The host versions an adapter supports, as data: ``(range, what works there)`` pairs, newest first.
 
-    Attributes:
-        host: The host project, as ``owner/name`` on GitHub.
-        versions: ``(version range, what works there)`` pairs, newest first.
-        checked_commit: The host commit the adapter and its test doubles were read from.
+    ``checked_commit`` is the host commit the adapter and its test doubles were read from.
 
     .. versionadded:: 0.2.0
     """
@@ -106,12 +98,7 @@ def to_str_tuple(value: Any) -> Any:
 
 
 def settings_from(cls: type[R], raw: Any, source: str, *, where: str | None = None) -> R:
-    """
-    Build the settings ``cls`` from a raw mapping (``None``: the defaults).
-
-    ``source`` names the mapping when it is not one; ``where`` (default ``source``) names
-    it when a key is unknown.
-    """
+    """Build ``cls`` from a raw mapping (``None``: defaults); errors name ``source`` (or ``where``)."""
     if raw is None:
         return cls()
     if not isinstance(raw, Mapping):
@@ -130,19 +117,14 @@ def settings_key(raw: Any) -> str:
 
 
 class Registry(Generic[R]):
-    """
-    Objects built on first use, one per key, kept until :meth:`clear`.
-
-    Hosts load adapters by import path and call plain functions, so the sessions of a
-    process live here, one per settings configuration. Thread-safe.
-    """
+    """Objects built on first use, one per key, until :meth:`clear`: a process's sessions (thread-safe)."""
 
     def __init__(self) -> None:
         self._items: dict[str, R] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str, build: Callable[[], R]) -> R:
-        """The object of ``key``, built by ``build`` (which may raise) if there is none yet."""
+        """The object of ``key``, built by ``build`` (which may raise) the first time."""
         item = self._items.get(key)
         if item is None:
             built = build()
@@ -163,13 +145,11 @@ class Registry(Generic[R]):
 
 def scalar_reward(value: Any) -> tuple[float | None, str | None]:
     """
-    Read one reward as a float, or say why it is unusable.
+    Read one reward as a float: ``(value, None)``, or ``(None, detail)`` when it is unusable.
 
-    Returns ``(value, None)`` for a real number or a one-element tensor/array,
-    ``(None, None)`` for ``None`` (the policy reports ``missing_reward`` itself), and
-    ``(None, detail)`` for anything else. Non-finite numbers pass through, and so does an
-    integer too large for a float (as an infinity): the policy rejects them as
-    ``non_finite_reward``.
+    ``None`` reads as ``(None, None)`` (the policy reports ``missing_reward``). Non-finite
+    numbers, and integers too large for a float (as infinities), pass through for the
+    policy to reject as ``non_finite_reward``.
     """
     if value is None:
         return None, None
@@ -190,12 +170,7 @@ def scalar_reward(value: Any) -> tuple[float | None, str | None]:
 
 
 class GroupInput:
-    """
-    One group translated for the policy: a reward, completion and rollout id per member.
-
-    Members whose data is unusable are added with a ``None`` reward and a named external
-    reason; the policy turns them into an ``external`` decision.
-    """
+    """One group translated for the policy: a reward, completion and rollout id per member, and problems."""
 
     __slots__ = ("completions", "external", "group_key", "rewards", "rollout_ids")
 

@@ -1,10 +1,4 @@
-"""
-The classes and function ROLL loads by path, each over an ``AdmissionSession``.
-
-The session applies the drop limits (ROLL replaces every dropped group without a cap)
-and counts; the adapter reads DataProtos, asks the session, and writes the counts since
-the previous kept group onto the kept one, for ROLL's metric reduction.
-"""
+"""``query_filter`` and ``AdmissionGroupFilter``, each over an ``AdmissionSession`` with drop limits."""
 
 from __future__ import annotations
 
@@ -105,16 +99,14 @@ def query_filter(data_list: Any, config: Any) -> bool:
     """
     Judge one prompt's responses with ROLL's ``query_filter`` signature: True keeps.
 
-    For users who replace ``roll.distributed.scheduler.user_defined_rollout_loop.query_filter``
-    with this function. ``data_list`` holds the prompt's responses; a multi-row DataProto
-    counts row by row (ROLL's own function keeps any one-element list). The settings are
-    read from ``config.rewards[domain]`` as for :class:`AdmissionRolloutLoop`, and the same
-    limits apply, per ``meta_info["global_step"]``.
+    A drop-in for ROLL's module function of that name. A multi-row DataProto counts row by
+    row; settings and limits are those of :class:`AdmissionRolloutLoop`, per
+    ``meta_info["global_step"]``.
 
     Raises:
-        ValueError: no response names a ``domain`` (and the config has several), or the
+        ValueError: the responses name no ``domain`` (and the config has several), or the
             domain has no reward config.
-        ConsecutiveFailedGroupsError: too many consecutive external rejections.
+        ConsecutiveFailedGroupsError: too many external rejections in a row.
 
     .. versionadded:: 0.1.0
     """
@@ -123,7 +115,7 @@ def query_filter(data_list: Any, config: Any) -> bool:
 
 def admission_stats(domain: str | None = None) -> AdmissionStats:
     """
-    The RLVR admission counts of this process since it started (of one reward domain, if given).
+    The RLVR counts of this process (of one reward domain, if given).
 
     .. versionadded:: 0.1.0
     """
@@ -136,7 +128,7 @@ def admission_stats(domain: str | None = None) -> AdmissionStats:
 
 def reset() -> None:
     """
-    Forget every RLVR session and its counts (for tests and notebooks; ROLL never needs it).
+    Forget every RLVR session and its counts (for tests and notebooks).
 
     .. versionadded:: 0.2.0
     """
@@ -145,18 +137,12 @@ def reset() -> None:
 
 class AdmissionGroupFilter:
     """
-    ROLL's agentic ``GroupFilter`` backed by the admission policy: ``filter`` returns True to drop.
+    ROLL's agentic ``GroupFilter`` over the admission policy: ``filter`` returns True to drop.
 
-    Set ``train_env_manager.group_filter_cls: group_admission.adapters.roll.AdmissionGroupFilter``.
-    ROLL builds one per scheduler mode as ``cls(config, env_manager_config, mode)`` and calls
-    ``filter(group_id=..., episode_id=..., group=...)`` once per completed group; each
-    filter has its own session, whose drop limit spans its lifetime. In a mode outside the
-    settings' ``modes`` (default: only ``"train"``) nothing is dropped or counted.
-
-    Args:
-        config: ROLL's ``AgenticConfig``.
-        env_manager_config: The ``EnvManagerConfig`` of this scheduler.
-        mode: ``"train"`` or ``"val"``.
+    ROLL builds one per scheduler mode (``"train"``, ``"val"``) from ``AgenticConfig`` and
+    the ``EnvManagerConfig``, and calls ``filter`` once per completed group. Each filter has
+    a session whose drop limit spans its lifetime. Outside the settings' ``modes`` nothing
+    is dropped or counted.
 
     Raises:
         TypeError, ValueError: ``GROUP_ADMISSION_ROLL_CONFIG`` holds invalid settings.

@@ -1,9 +1,4 @@
-"""
-Reading ROLL's DataProtos: an RLVR prompt's responses, an agentic trajectory group, domain and step.
-
-Whatever is unusable becomes a named external reason (ROLL then drops the group); reading
-never raises on data that arrives during training.
-"""
+"""Reading ROLL's DataProtos; what is unusable becomes a named external reason, never an error."""
 
 from __future__ import annotations
 
@@ -80,11 +75,10 @@ def _add(out: GroupInput, value: Any, text: str | None, slot: int) -> None:
 
 def read_responses(data_list: Any, *, texts: bool = False) -> GroupInput:
     """
-    Translate one RLVR prompt's responses for the policy: one member per row.
+    One RLVR prompt's responses for the policy: a member per row of each DataProto.
 
-    ``data_list`` holds DataProtos (possibly nested lists); a multi-row DataProto
-    contributes each of its rows. Rewards come from ``batch["response_level_rewards"]``;
-    with ``texts``, each row's response token ids (for the redundancy gate).
+    Rewards are ``batch["response_level_rewards"]``; with ``texts``, each row's response
+    token ids feed the redundancy gate.
     """
     out = GroupInput()
     for data in leaves(data_list):
@@ -140,10 +134,10 @@ def _trajectory(out: GroupInput, slot: int, data: Any, texts: bool) -> None:
 
 def read_trajectories(group: Any, *, texts: bool = False) -> GroupInput:
     """
-    Translate one agentic group for the policy: one rollout per trajectory.
+    One agentic group for the policy: a rollout per trajectory.
 
-    The reward is ``non_tensor_batch["episode_scores"]``, else ``batch["scores"]`` summed.
-    A ``None`` trajectory or one flagged ``meta_info["drop_flag"]`` makes the group external.
+    The reward is ``non_tensor_batch["episode_scores"]``, else ``batch["scores"]`` summed;
+    a ``None`` trajectory or a ``meta_info["drop_flag"]`` makes the group external.
     """
     out = GroupInput()
     if isinstance(group, (str, bytes)) or not isinstance(group, Sequence) or not group:
@@ -159,10 +153,7 @@ def read_trajectories(group: Any, *, texts: bool = False) -> GroupInput:
 
 def domain_of(data_list: Any, domains: Sequence[str] = ()) -> str:
     """
-    The reward domain of an RLVR prompt's responses, as ROLL's ``query_filter`` reads it.
-
-    The first response that names one wins; when none does (a damaged DataProto), the one
-    domain of ``domains``, if there is exactly one.
+    The reward domain the responses name; if none does (damaged data), the only one of ``domains``.
 
     Raises:
         ValueError: no response names a domain and ``domains`` does not settle it.

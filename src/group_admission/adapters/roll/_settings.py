@@ -52,20 +52,15 @@ _MODES = ("train", "val")
 @attrs.frozen(kw_only=True)
 class RollRLVRSettings:
     """
-    Settings of the RLVR rollout loop and ``query_filter``.
-
-    They live in ``rewards.<domain>.query_filter_config.filter_args.group_admission``.
+    Settings of the RLVR loop and ``query_filter``, in ``filter_args.group_admission`` of a reward domain.
 
     Args:
         policy: The :class:`GroupAdmissionConfig` fields.
         max_rejection_ratio: Per training step, a gate rejection is honoured only while
-            the dropped groups stay within this share of the step's judged groups,
-            counting the group at hand: ``(dropped + 1) / judged <= ratio``. ``null``: no
-            ratio cap (ROLL's uncapped resampling).
-        max_rejected_groups_per_step: At most this many dropped groups per training step
-            (``null``: no cap).
-        max_consecutive_failed_groups: Stop the run after this many consecutive external
-            rejections (``null``: never).
+            ``(dropped + 1) / judged <= ratio``, the group at hand included (``null``: no cap).
+        max_rejected_groups_per_step: At most this many dropped groups per step (``null``: no cap).
+        max_consecutive_failed_groups: Stop the run after this many external rejections
+            in a row (``null``: never).
 
     .. versionadded:: 0.1.0
     """
@@ -99,14 +94,12 @@ class RollAgenticSettings:
 
     Args:
         policy: The :class:`GroupAdmissionConfig` fields.
-        max_drop_ratio: Over the filter's lifetime, a rejection is honoured only while
-            ``(dropped + 1) / judged <= ratio`` (ROLL's own ``drop_flag`` filter uses 0.5).
-            External groups with a missing trajectory or an unusable score are dropped
-            regardless. ``null``: no cap.
-        modes: The scheduler modes in which the filter judges groups; in the others it
-            keeps everything.
-        max_consecutive_failed_groups: Stop the run after this many consecutive dropped
-            external groups (``null``: never).
+        max_drop_ratio: Over the filter's lifetime, a rejection (or a ``drop_flag``
+            placeholder) is honoured only while ``(dropped + 1) / judged <= ratio``; other
+            external groups are always dropped (``null``: no cap).
+        modes: The scheduler modes in which groups are judged; the others keep everything.
+        max_consecutive_failed_groups: Stop the run after this many external rejections
+            in a row (``null``: never).
 
     .. versionadded:: 0.1.0
     """
@@ -134,12 +127,7 @@ class RollAgenticSettings:
 
 
 def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[str, Any, str]:
-    """
-    Find ``domain``'s raw RLVR settings: a cache key, the raw value, and where it was read.
-
-    Raises:
-        ValueError, TypeError: the domain has no reward config, or ``filter_args`` is not a mapping.
-    """
+    """``domain``'s raw RLVR settings: a cache key, the value, and where it was read (for errors)."""
     rewards = getattr(pipeline_config, "rewards", None)
     if not isinstance(rewards, Mapping) or domain not in rewards:
         known = sorted(rewards) if isinstance(rewards, Mapping) else []
@@ -171,13 +159,7 @@ def _read_settings_text(value: str) -> Any:
 
 
 def agentic_settings(config: Any, env_manager_config: Any) -> RollAgenticSettings:
-    """
-    Read the agentic settings from ``GROUP_ADMISSION_ROLL_CONFIG``.
-
-    Looked up in ``env_manager_config.system_envs``, then ``config.system_envs``, then
-    the process environment (ROLL copies ``system_envs`` there on the driver). Absent:
-    every default applies.
-    """
+    """The agentic settings: ``system_envs`` of the env manager, of the pipeline, or the environment."""
     for owner in (env_manager_config, config):
         envs = getattr(owner, "system_envs", None)
         if isinstance(envs, Mapping) and envs.get(AGENTIC_SETTINGS_ENV):

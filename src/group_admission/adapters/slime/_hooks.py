@@ -1,10 +1,7 @@
 """
 The functions slime loads by import path, over one ``AdmissionSession`` per settings configuration.
 
-slime loads the filter and the post-rollout hooks inside its ``RolloutManager`` actor, so
-the sessions live as long as the actor. The filter judges each group through the session
-(which counts it and stops a run of failures); the process hook closes the rollout's
-counts; the log hook hands them to slime.
+They run in slime's ``RolloutManager`` actor, so the sessions live as long as the actor.
 """
 
 from __future__ import annotations
@@ -47,10 +44,7 @@ _log = structlog.get_logger("group_admission.adapters.slime")
 @dataclasses.dataclass
 class DynamicFilterOutput:
     """
-    Stand-in for slime's ``DynamicFilterOutput``, used only when slime is not importable.
-
-    It has the same fields as slime's (v0.3.1 and later). When slime is importable the
-    filter returns slime's own class, which its loop and plugin contract test require.
+    Stand-in for slime's ``DynamicFilterOutput`` (same fields), returned only when slime is not importable.
 
     .. versionadded:: 0.1.0
     """
@@ -72,7 +66,7 @@ def _output_type() -> tuple[type[Any], bool]:
 
 
 class _Runtime:
-    """One configuration's session, and the rollout in progress: what slime has not been told yet."""
+    """One configuration's session, and what slime has not been told yet about the rollout in progress."""
 
     def __init__(self, settings: SlimeAdmissionSettings) -> None:
         self.settings = settings
@@ -111,9 +105,7 @@ def _runtime(args: Any) -> _Runtime:
 
 def reset() -> None:
     """
-    Forget every configuration's session and counts, and the detected slime output class.
-
-    For tests and notebooks; slime itself never needs it.
+    Forget every configuration's session and counts, and the detected slime (for tests and notebooks).
 
     .. versionadded:: 0.2.0
     """
@@ -123,12 +115,10 @@ def reset() -> None:
 
 def drop_reason(decision: GroupAdmissionDecision) -> str | None:
     """
-    The ``reason`` the filter gives slime: short, stable and low-cardinality.
+    The ``reason`` the filter gives slime, which counts it as ``rollout/dynamic_filter/drop_<reason>``.
 
-    ``None`` when admitted; ``exact_dead``, ``near_tie`` or ``redundant`` for a gate
-    rejection; ``external_<detail>`` (e.g. ``external_aborted``,
-    ``external_missing_reward``) for an external one. slime counts each dropped group as
-    the metric ``rollout/dynamic_filter/drop_<reason>``.
+    ``None`` when admitted; ``exact_dead``, ``near_tie`` or ``redundant``; or
+    ``external_<detail>`` (e.g. ``external_aborted``).
 
     .. versionadded:: 0.1.0
     """
@@ -139,12 +129,10 @@ def drop_reason(decision: GroupAdmissionDecision) -> str | None:
 
 def judge_group(args: Any, samples: Any) -> GroupAdmissionDecision:
     """
-    The policy's decision on one slime group, counted nowhere.
+    The policy's decision on one slime group, counted nowhere (for custom rollout functions).
 
-    For custom rollout functions that call the policy themselves. ``samples`` is a
-    ``list[Sample]`` or, with a fan-out generate function, a ``list[list[Sample]]`` (each
-    inner list is one rollout, counted once). Rewards are read with
-    ``sample.get_reward_value(args)``.
+    ``samples`` is a ``list[Sample]``, or ``list[list[Sample]]`` with fan-out (each inner
+    list is one rollout, counted once); rewards are read with ``sample.get_reward_value(args)``.
 
     .. versionadded:: 0.1.0
     """
@@ -154,25 +142,16 @@ def judge_group(args: Any, samples: Any) -> GroupAdmissionDecision:
 
 def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     """
-    Judge one completed slime group: the ``--dynamic-sampling-filter-path`` function.
+    Judge and count one completed group: the ``--dynamic-sampling-filter-path`` function.
 
-    slime calls it as ``call_dynamic_filter(fn, args, group)``, synchronously, once per
-    completed group. The group is judged and counted by the configuration's session. A
-    rejected group gets ``keep=False`` and a :func:`drop_reason`. Gate rejections also
-    carry ``keep_when_insufficient=True`` when the settings ask for it and slime supports
-    it; external rejections never do.
-
-    Args:
-        args: slime's parsed arguments; ``args.group_admission`` holds the settings.
-        samples: The group: ``list[Sample]``, or ``list[list[Sample]]`` with fan-out.
-        **kwargs: Accepted for slime's documented signature; unused.
-
-    Returns:
-        slime's ``DynamicFilterOutput`` (or :class:`DynamicFilterOutput` without slime).
+    slime calls it synchronously, once per completed group, with its parsed ``args``
+    (``args.group_admission`` holds the settings). A rejected group gets ``keep=False``, a
+    :func:`drop_reason` and, for a gate rejection when the settings ask for it,
+    ``keep_when_insufficient=True``. Returns slime's ``DynamicFilterOutput`` (the stand-in
+    without slime).
 
     Raises:
-        ConsecutiveFailedGroupsError: ``max_consecutive_failed_groups`` external
-            rejections came in a row.
+        ConsecutiveFailedGroupsError: too many external rejections in a row.
         TypeError, ValueError: the ``group_admission`` settings are invalid.
 
     .. versionadded:: 0.1.0
@@ -215,20 +194,13 @@ def _warn_fallback_unsupported(warned: set[str]) -> None:
 
 def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
     """
-    Close a rollout's admission counts: the ``--rollout-all-samples-process-path`` hook.
+    Close a rollout's counts: the ``--rollout-all-samples-process-path`` hook.
 
-    slime calls it once per rollout as ``process_func(args, all_samples, data_source)``
-    with every completed group, kept and dropped: exactly the groups its filter judged.
-    When the filter did not run (no ``--dynamic-sampling-filter-path``), the hook judges
-    the groups itself, without ever stopping the run. A rejected group that slime kept
-    through ``keep_when_insufficient`` counts as ``fallback_admitted``: the filter knows
-    this exactly when it can read slime's live ``remaining_batch_size``; otherwise the
-    count is a lower bound (``rollout_batch_size`` minus the admitted groups) and the
-    metric ``fallback_estimated`` is 1.
-
-    The rollout's metrics are logged as the structlog event ``group_admission_rollout``
-    and kept for :func:`log_rollout_metrics`. Like slime's reference hook it also sets
-    ``args.processed_group_count``.
+    slime passes every completed group of the rollout: the groups its filter judged (if
+    no filter ran, the hook judges them, never stopping the run). Rejections slime kept
+    by ``keep_when_insufficient`` count as ``fallback_admitted``, estimated from below
+    (metric ``fallback_estimated`` = 1) when slime's live state was unreadable. Logs the
+    structlog event ``group_admission_rollout`` and sets ``args.processed_group_count``.
 
     .. versionadded:: 0.1.0
     """
@@ -261,13 +233,11 @@ def log_rollout_metrics(
     rollout_id: int, args: Any, samples: Any, rollout_extra_metrics: Any, rollout_time: float
 ) -> bool:
     """
-    Add the last rollout's admission metrics to slime's: ``--custom-rollout-log-function-path``.
+    Add the last rollout's metrics to slime's: the ``--custom-rollout-log-function-path`` hook.
 
-    slime calls it before its own rollout logging; it merges the metrics closed by
-    :func:`record_all_samples` (keys ``rollout/group_admission/<name>``) into
-    ``rollout_extra_metrics``, sets ``args.logged_rollout_id`` as slime's contract asks of
-    every custom log function, and returns ``False`` so that slime's default logging goes
-    on and reports them. Each rollout's metrics are reported once.
+    Merges ``rollout/group_admission/<name>`` into ``rollout_extra_metrics`` once per
+    rollout, sets ``args.logged_rollout_id`` (slime's contract for custom log functions),
+    and returns ``False`` so that slime's own logging goes on and reports them.
 
     .. versionadded:: 0.1.0
     """
@@ -291,7 +261,7 @@ def log_rollout_metrics(
 
 def admission_stats(args: Any) -> AdmissionStats:
     """
-    A copy of the counts of every group judged so far, for the settings in ``args``.
+    A copy of the counts of every group judged so far under the settings in ``args``.
 
     .. versionadded:: 0.1.0
     """
@@ -300,7 +270,7 @@ def admission_stats(args: Any) -> AdmissionStats:
 
 def last_rollout_metrics(args: Any) -> dict[str, int | float]:
     """
-    The metrics of the last closed rollout (empty before the first), for the settings in ``args``.
+    The metrics of the last closed rollout (empty before one) under the settings in ``args``.
 
     .. versionadded:: 0.1.0
     """
