@@ -361,3 +361,12 @@ def test_importing_the_adapter_imports_neither_roll_nor_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert "[]" == out.stdout.strip()
+
+
+def test_the_docs_show_the_supported_versions_declared_as_data() -> None:
+    page = (ROOT / "docs" / "adapters" / "roll.md").read_text()
+
+    for versions, _ in roll_adapter.HOST_SUPPORT.versions:
+        assert f"| `{versions}` |" in page
+    assert roll_adapter.HOST_SUPPORT.checked_commit in page
+    assert roll_types.UPSTREAM_COMMIT == roll_adapter.HOST_SUPPORT.checked_commit
