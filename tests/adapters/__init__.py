@@ -1,1 +1,1 @@
-"""Tests of the framework adapters, one package per host."""
+"""Tests of the framework adapters, one package per host (the host doubles live beside their tests)."""

@@ -1,50 +1,53 @@
-"""
-Pieces the slime and ROLL adapters share: settings fields, reading one reward, the failure streak.
-
-Nothing here decides admission: verdicts come from :class:`GroupAdmissionPolicy`.
-"""
+"""What adapters share to read host data: rewards, groups, settings, one session per configuration."""
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import threading
-from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
+from .._loading import from_mapping
 from .._policy import GroupAdmissionPolicy
-from .._reasons import RejectionReason
+from .._session import AdmissionSession, AdmissionVerdict
 from .._validation import describe
 
 __all__ = [
-    "ConsecutiveFailedGroupsError",
-    "FailureStreak",
     "GroupInput",
+    "HostSupport",
+    "Registry",
     "as_policy_config",
     "check_bool",
     "check_gate_on_unset",
     "check_ratio",
-    "primary_detail",
     "scalar_reward",
+    "settings_from",
     "settings_key",
     "to_str_tuple",
 ]
 
+R = TypeVar("R")
 
-class ConsecutiveFailedGroupsError(RuntimeError):
+
+@attrs.frozen(kw_only=True)
+class HostSupport:
     """
-    Raised when too many consecutive groups were rejected as ``external`` and dropped.
+    The host versions an adapter supports, as data: ``(range, what works there)`` pairs, newest first.
 
-    The framework would otherwise keep sampling replacements forever (slime and ROLL put
-    no cap on resampling), so the adapter stops the run and names the reasons.
+    ``checked_commit`` is the host commit the adapter and its test doubles were read from.
 
-    .. versionadded:: 0.1.0
+    .. versionadded:: 0.2.0
     """
+
+    host: str
+    versions: tuple[tuple[str, str], ...]
+    checked_commit: str
 
 
 def as_policy_config(value: Any) -> GroupAdmissionConfig:
@@ -60,7 +63,7 @@ def as_policy_config(value: Any) -> GroupAdmissionConfig:
 
 
 def check_gate_on_unset(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
-    """Reject ``gate_on``: these frameworks hand the adapter one scalar reward per member."""
+    """Reject ``gate_on``: these hosts hand the adapter one scalar reward per member."""
     if value.gate_on is not None:
         msg = (
             f"'{attribute.name}.gate_on' is not supported here: the framework gives one scalar "
@@ -94,8 +97,18 @@ def to_str_tuple(value: Any) -> Any:
     return value
 
 
+def settings_from(cls: type[R], raw: Any, source: str, *, where: str | None = None) -> R:
+    """Build ``cls`` from a raw mapping (``None``: defaults); errors name ``source`` (or ``where``)."""
+    if raw is None:
+        return cls()
+    if not isinstance(raw, Mapping):
+        msg = f"{source} must be a mapping (got {describe(raw)})"
+        raise TypeError(msg)
+    return from_mapping(cls, raw, source=where or source)
+
+
 def settings_key(raw: Any) -> str:
-    """A canonical text form of a raw settings mapping, used to cache one runtime per configuration."""
+    """A canonical text form of a raw settings mapping, to keep one session per configuration."""
     try:
         return json.dumps(raw, sort_keys=True, default=repr, separators=(",", ":"))
     except (TypeError, ValueError):
@@ -103,21 +116,50 @@ def settings_key(raw: Any) -> str:
         return repr(raw)
 
 
+class Registry(Generic[R]):
+    """Objects built on first use, one per key, until :meth:`clear`: a process's sessions (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, R] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, build: Callable[[], R]) -> R:
+        """The object of ``key``, built by ``build`` (which may raise) the first time."""
+        item = self._items.get(key)
+        if item is None:
+            built = build()
+            with self._lock:
+                item = self._items.setdefault(key, built)
+        return item
+
+    def items(self) -> list[tuple[str, R]]:
+        """A snapshot of the keys and objects."""
+        with self._lock:
+            return list(self._items.items())
+
+    def clear(self) -> None:
+        """Forget every object."""
+        with self._lock:
+            self._items.clear()
+
+
 def scalar_reward(value: Any) -> tuple[float | None, str | None]:
     """
-    Read one reward as a float, or say why it is unusable.
+    Read one reward as a float: ``(value, None)``, or ``(None, detail)`` when it is unusable.
 
-    Returns ``(value, None)`` for a real number or a one-element tensor/array,
-    ``(None, None)`` for ``None`` (the policy reports ``missing_reward`` itself), and
-    ``(None, detail)`` for anything else. Non-finite numbers pass through: the policy
-    rejects them as ``non_finite_reward``.
+    ``None`` reads as ``(None, None)`` (the policy reports ``missing_reward``). Non-finite
+    numbers, and integers too large for a float (as infinities), pass through for the
+    policy to reject as ``non_finite_reward``.
     """
     if value is None:
         return None, None
     if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
         value = value.item()  # a 0-d tensor or array holds one number
     if isinstance(value, numbers.Real):
-        return float(value), None
+        try:
+            return float(value), None
+        except OverflowError:
+            return (-math.inf if value < 0 else math.inf), None
     if isinstance(value, Mapping):
         problem = "dict_reward_without_key"
     elif isinstance(value, (str, bytes)) or not (hasattr(value, "__len__") or hasattr(value, "ndim")):
@@ -128,12 +170,7 @@ def scalar_reward(value: Any) -> tuple[float | None, str | None]:
 
 
 class GroupInput:
-    """
-    One group translated for the policy: a reward, completion and rollout id per member.
-
-    Members whose data is unusable are added with a ``None`` reward and a named external
-    reason; the policy turns them into an ``external`` decision.
-    """
+    """One group translated for the policy: a reward, completion and rollout id per member, and problems."""
 
     __slots__ = ("completions", "external", "group_key", "rewards", "rollout_ids")
 
@@ -156,7 +193,7 @@ class GroupInput:
         self.add(None, None, rollout_id)
 
     def evaluate(self, policy: GroupAdmissionPolicy) -> GroupAdmissionDecision:
-        """The policy's decision on this group."""
+        """The policy's decision on this group, counted nowhere."""
         return policy.evaluate(
             self.rewards,
             self.completions if policy.config.similarity_gate_enabled else None,
@@ -165,58 +202,6 @@ class GroupInput:
             group_key=self.group_key,
         )
 
-
-def primary_detail(decision: GroupAdmissionDecision) -> str:
-    """The first external reason of an external decision (what the adapters report it as)."""
-    return decision.external_reasons[0] if decision.external_reasons else "external"
-
-
-class FailureStreak:
-    """
-    Count consecutive dropped ``external`` rejections and stop the run at a limit.
-
-    Any other outcome (admitted, a gate rejection, a group admitted by a fallback) ends
-    the streak. Thread-safe.
-    """
-
-    __slots__ = ("_count", "_framework", "_limit", "_lock", "_reasons")
-
-    def __init__(self, limit: int | None, framework: str) -> None:
-        self._limit = limit
-        self._framework = framework
-        self._count = 0
-        self._reasons: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    @property
-    def count(self) -> int:
-        """The current streak length."""
-        return self._count
-
-    def observe(self, decision: GroupAdmissionDecision, *, dropped: bool) -> None:
-        """
-        Fold one outcome into the streak.
-
-        Raises:
-            ConsecutiveFailedGroupsError: this outcome made the streak reach the limit.
-        """
-        with self._lock:
-            if not dropped or decision.reason is not RejectionReason.EXTERNAL:
-                self._count = 0
-                self._reasons.clear()
-                return
-            self._count += 1
-            self._reasons[primary_detail(decision)] += 1
-            if self._limit is None or self._count < self._limit:
-                return
-            count, reasons = self._count, self._reasons.most_common()
-            self._count = 0
-            self._reasons = Counter()
-        details = ", ".join(f"{reason} x{n}" for reason, n in reasons)
-        msg = (
-            f"{count} consecutive groups were rejected as external ({details}): the {self._framework} "
-            "rollout is not producing usable groups, so the run stops here. Fix the generation or "
-            "reward path that fails, or raise 'max_consecutive_failed_groups' "
-            f"(now {self._limit}) in the group_admission settings."
-        )
-        raise ConsecutiveFailedGroupsError(msg)
+    def judge(self, session: AdmissionSession, *, step: int | str | None = None) -> AdmissionVerdict:
+        """The session's verdict on this group: counted, with its drop limits applied."""
+        return session.record(self.evaluate(session.policy), step=step)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from doubles import slime_types
+from adapters.slime import slime_types
 from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.slime import SlimeAdmissionSettings
 
@@ -130,6 +130,19 @@ class TestHookContracts:
         assert ("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time") == parameters
         assert {"rollout/dynamic_filter/drop_x": 1} == logged
 
+    @pytest.mark.parametrize("recorded", [False, True], ids=["no-rollout-recorded", "rollout-recorded"])
+    def test_log_hook_records_the_rollout_it_logged_as_slimes_contract_requires(self, recorded: bool) -> None:
+        args = type("Args", (), {})()  # slime's contract test passes a bare object
+        if recorded:
+            slime_adapter.record_all_samples(args, [group(1.0, 0.0)], object())
+
+        logged = slime_adapter.log_rollout_metrics(
+            3, args, [slime_types.Sample(index=0)], {"reward": 1.0}, 0.5
+        )
+
+        assert logged is False
+        assert 3 == args.logged_rollout_id
+
 
 def test_importing_the_adapter_imports_neither_slime_nor_torch() -> None:
     code = textwrap.dedent(
@@ -144,7 +157,7 @@ def test_importing_the_adapter_imports_neither_slime_nor_torch() -> None:
     assert "[]" == out.stdout.strip()
 
 
-COOKBOOK = Path(__file__).resolve().parents[2] / "cookbook" / "configs" / "slime"
+COOKBOOK = Path(__file__).resolve().parents[3] / "cookbook" / "configs" / "slime"
 
 
 class TestCookbook:
@@ -176,3 +189,12 @@ class TestCookbook:
         )
         assert Path(flags["--custom-config-path"]).is_file()
         assert int(flags["--over-sampling-batch-size"]) > int(flags["--rollout-batch-size"])
+
+
+def test_the_docs_show_the_supported_versions_declared_as_data() -> None:
+    page = (COOKBOOK.parents[2] / "docs" / "adapters" / "slime.md").read_text()
+
+    for versions, _ in slime_adapter.HOST_SUPPORT.versions:
+        assert f"| `{versions}` |" in page
+    assert slime_adapter.HOST_SUPPORT.checked_commit in page
+    assert slime_types.UPSTREAM_COMMIT == slime_adapter.HOST_SUPPORT.checked_commit

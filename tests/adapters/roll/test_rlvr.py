@@ -17,10 +17,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doubles import roll_types
+from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
-from group_admission.adapters import _roll_rlvr
 from group_admission.adapters import roll as roll_adapter
+from group_admission.adapters.roll import _hooks, _loop
+from group_admission.adapters.roll._read import read_responses
 from strategies import configs, floats
 
 LOOP_PATH = "group_admission.adapters.roll.AdmissionRolloutLoop"
@@ -30,9 +31,9 @@ GOOD, DEAD = [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]
 
 @pytest.fixture(autouse=True)
 def _fresh_state() -> Iterator[None]:
-    _roll_rlvr.reset_runtimes()
+    roll_adapter.reset()
     yield
-    _roll_rlvr.reset_runtimes()
+    roll_adapter.reset()
 
 
 @pytest.fixture
@@ -40,14 +41,14 @@ def adapter(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """The adapter module as it loads where ROLL is importable (a fresh copy, beside the normal one)."""
     roll_types.install(monkeypatch)
     spec = importlib.util.spec_from_file_location(
-        "group_admission.adapters._roll_with_roll", roll_adapter.__file__
+        "group_admission.adapters.roll._loop_with_roll", _loop.__file__
     )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules["group_admission.adapters"].__dict__, "_roll_with_roll", module)
+    monkeypatch.setitem(sys.modules["group_admission.adapters.roll"].__dict__, "_loop_with_roll", module)
     return module
 
 
@@ -57,6 +58,12 @@ def pipeline(settings: Any = None, *, filter_type: str = "no_filter", n: int = 4
         args["group_admission"] = settings
     reward = roll_types.RewardConfig(query_filter_config=roll_types.RewardFilterConfig(filter_type, args))  # type: ignore[arg-type]
     return roll_types.RLVRConfig(rewards={"math_rule": reward}, num_return_sequences_in_group=n)
+
+
+def judge(data_list: Any, config: Any = None) -> Any:
+    """The decision of the domain's session on ``data_list``, counted nowhere."""
+    runtime = _hooks.rlvr_runtime(config or pipeline(STD), "math_rule")
+    return read_responses(data_list, texts=runtime.texts).evaluate(runtime.session.policy)
 
 
 def run(adapter: types.ModuleType, config: Any, rewards: list[float], **context: Any) -> list[Any] | None:
@@ -73,7 +80,9 @@ class TestContract:
         assert issubclass(adapter.AdmissionRolloutLoop, roll_types.UserDefinedRolloutLoop)
 
     def test_roll_builds_the_loop_from_its_path_with_no_arguments(self, adapter: types.ModuleType) -> None:
-        loop = roll_types.safe_import_class("group_admission.adapters._roll_with_roll.AdmissionRolloutLoop")()
+        loop = roll_types.safe_import_class(
+            "group_admission.adapters.roll._loop_with_roll.AdmissionRolloutLoop"
+        )()
 
         assert inspect.iscoroutinefunction(loop.process_new_prompt)
         assert ("self", "context") == tuple(inspect.signature(type(loop).process_new_prompt).parameters)
@@ -162,16 +171,15 @@ class TestMultiRow:
         )
 
         assert (False, True) == (ours, rolls)
-        assert 4 == _roll_rlvr.rlvr_runtime(pipeline(STD), "math_rule").judge(data_list).group_size
+        assert 4 == judge(data_list).group_size
 
     def test_rows_split_or_not_give_the_same_decision(self) -> None:
         whole = roll_types.rlvr_responses([1.0, 0.0, 0.0, 1.0])
-        runtime = _roll_rlvr.rlvr_runtime(pipeline(STD), "math_rule")
 
-        split = runtime.judge([whole[[i]] for i in range(4)])
-        nested = runtime.judge([[whole[[0]], whole[[1]]], whole[2:4]])
+        split = judge([whole[[i]] for i in range(4)])
+        nested = judge([[whole[[0]], whole[[1]]], whole[2:4]])
 
-        assert split.to_dict() == runtime.judge([whole]).to_dict() == nested.to_dict()
+        assert split.to_dict() == judge([whole]).to_dict() == nested.to_dict()
 
 
 # -- budget --------------------------------------------------------------------------------
@@ -274,7 +282,7 @@ def test_consecutive_external_groups_stop_the_run(adapter: types.ModuleType) -> 
     rewards=st.lists(st.one_of(floats, st.sampled_from([0.0, 1.0, math.nan])), min_size=1, max_size=8),
 )
 def test_decisions_equal_the_policy_on_the_same_rewards(config: Any, rewards: list[float]) -> None:
-    _roll_rlvr.reset_runtimes()
+    roll_adapter.reset()
     settings = {
         "policy": config.to_dict(),
         "max_rejection_ratio": None,
@@ -284,7 +292,7 @@ def test_decisions_equal_the_policy_on_the_same_rewards(config: Any, rewards: li
     held = responses.batch["response_level_rewards"].tolist()  # ROLL's float16 rewards
 
     kept = roll_adapter.query_filter([responses], pipeline(settings))
-    decision = _roll_rlvr.rlvr_runtime(pipeline(settings), "math_rule").judge([responses])
+    decision = judge([responses], pipeline(settings))
     expected = GroupAdmissionPolicy(config).evaluate(held)
 
     assert expected.to_dict() == decision.to_dict()
@@ -405,13 +413,13 @@ def test_a_member_that_is_not_a_dataproto_is_external() -> None:
 
 
 def test_cookbook_rlvr_config_selects_the_loop_with_valid_settings(adapter: types.ModuleType) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     snippet = yaml.safe_load((root / "cookbook/configs/roll/rlvr_group_admission.yaml").read_text())
     filter_config = snippet["rewards"]["math_rule"]["query_filter_config"]
     config = pipeline(filter_config["filter_args"]["group_admission"], filter_type=filter_config["type"])
 
     loop = roll_types.safe_import_class(snippet["user_defined_rollout_loop_cls"])
-    settings = _roll_rlvr.rlvr_runtime(config, "math_rule").settings
+    settings = _hooks.rlvr_runtime(config, "math_rule").settings
 
     assert roll_adapter.AdmissionRolloutLoop is loop
     assert "no_filter" == filter_config["type"]

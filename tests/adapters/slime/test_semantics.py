@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from doubles import slime_types
+from adapters.slime import slime_types
 from group_admission import GroupAdmissionPolicy
-from group_admission.adapters import _slime_runtime
 from group_admission.adapters import slime as slime_adapter
+from group_admission.adapters.slime import _hooks
 from strategies import configs, floats
 
 Status = slime_types.Sample.Status
@@ -205,12 +205,12 @@ def test_fan_out_decisions_equal_the_policy_with_rollout_ids(
 
 
 def test_the_policy_is_built_once_per_configuration() -> None:
-    first = _slime_runtime.runtime_for(args_with(dict(STD)))
-    same = _slime_runtime.runtime_for(args_with({"policy": {"min_reward_std": 1e-6}}))
-    other = _slime_runtime.runtime_for(args_with({"policy": {"min_reward_std": 0.1}}))
+    first = _hooks._runtime(args_with(dict(STD)))
+    same = _hooks._runtime(args_with({"policy": {"min_reward_std": 1e-6}}))
+    other = _hooks._runtime(args_with({"policy": {"min_reward_std": 0.1}}))
 
     assert first is same
-    assert first.policy is same.policy
+    assert first.session.policy is same.session.policy
     assert first is not other
 
 

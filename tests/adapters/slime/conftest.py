@@ -1,4 +1,4 @@
-"""Fixtures shared by the adapter tests."""
+"""Fixtures of the slime adapter tests."""
 
 from __future__ import annotations
 
@@ -6,18 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from doubles import slime_types
-from group_admission.adapters import _slime_runtime
+from adapters.slime import slime_types
 from group_admission.adapters import slime as slime_adapter
 
 
 @pytest.fixture
 def fresh_slime_state() -> Iterator[None]:
-    """Forget every cached slime runtime, output type, loaded function and singleton."""
+    """Forget every slime session, the detected output class, loaded functions and singletons."""
 
     def clear() -> None:
-        _slime_runtime.reset_runtimes()
-        slime_adapter.filter_output_type.cache_clear()
+        slime_adapter.reset()
         slime_types.load_function.cache_clear()
         slime_types.SingletonMeta._instances.clear()
 

@@ -15,9 +15,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doubles import roll_types
+from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import roll as roll_adapter
+from group_admission.adapters.roll._read import read_trajectories
 from strategies import configs, floats
 
 FILTER_PATH = "group_admission.adapters.roll.AdmissionGroupFilter"
@@ -218,7 +219,9 @@ def test_decisions_equal_the_policy_on_the_same_rewards(config: Any, scores: lis
 
     dropped = drops(group_filter, group)
     expected = GroupAdmissionPolicy(config).evaluate(scores, rollout_ids=range(len(scores)), group_key=(0, 0))
-    decision = group_filter._runtime.judge(group, (0, 0))
+    read = read_trajectories(group, texts=group_filter._runtime.texts)
+    read.group_key = (0, 0)
+    decision = read.evaluate(group_filter._runtime.session.policy)
 
     assert expected.to_dict() == decision.to_dict()
     assert expected.admitted is not dropped
@@ -329,7 +332,7 @@ def test_scores_tensor_of_another_dtype_reads_the_same() -> None:
     assert drops(make_filter(), group) is False
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_cookbook_agentic_config_enables_the_filter_with_valid_settings(
@@ -358,3 +361,12 @@ def test_importing_the_adapter_imports_neither_roll_nor_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert "[]" == out.stdout.strip()
+
+
+def test_the_docs_show_the_supported_versions_declared_as_data() -> None:
+    page = (ROOT / "docs" / "adapters" / "roll.md").read_text()
+
+    for versions, _ in roll_adapter.HOST_SUPPORT.versions:
+        assert f"| `{versions}` |" in page
+    assert roll_adapter.HOST_SUPPORT.checked_commit in page
+    assert roll_types.UPSTREAM_COMMIT == roll_adapter.HOST_SUPPORT.checked_commit

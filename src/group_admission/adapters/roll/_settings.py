@@ -1,0 +1,175 @@
+"""The ROLL adapter's settings, where ROLL's configs hold them, and the ROLL versions supported."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..._config import GroupAdmissionConfig
+from ..._limits import DropLimits
+from ..._loading import load_yaml_mapping, require_extra
+from ..._validation import check_ge, check_int, check_names_in, check_optional, describe
+from .._adapter_runtime import (
+    HostSupport,
+    as_policy_config,
+    check_gate_on_unset,
+    check_ratio,
+    settings_from,
+    settings_key,
+    to_str_tuple,
+)
+
+__all__ = [
+    "AGENTIC_SETTINGS_ENV",
+    "HOST_SUPPORT",
+    "RLVR_SETTINGS_KEY",
+    "RollAgenticSettings",
+    "RollRLVRSettings",
+    "agentic_settings",
+    "rlvr_settings",
+]
+
+#: The ROLL versions the adapter supports.
+HOST_SUPPORT = HostSupport(
+    host="alibaba/ROLL",
+    versions=(
+        (">=0.2.0", "AdmissionRolloutLoop, query_filter and AdmissionGroupFilter"),
+        (">=0.1.3,<0.2.0", "AdmissionGroupFilter only; the '@sum' metric reducer arrived in v0.2.0"),
+    ),
+    checked_commit="8eb27cc2dc34c4d1310b169d9b86d339004d811a",
+)
+#: Key of the RLVR settings inside ``rewards.<domain>.query_filter_config.filter_args``.
+RLVR_SETTINGS_KEY = "group_admission"
+#: Environment variable (or ``system_envs`` entry) with the agentic settings: a YAML path or inline YAML.
+AGENTIC_SETTINGS_ENV = "GROUP_ADMISSION_ROLL_CONFIG"
+
+_MODES = ("train", "val")
+
+
+@attrs.frozen(kw_only=True)
+class RollRLVRSettings:
+    """
+    Settings of the RLVR loop and ``query_filter``, in ``filter_args.group_admission`` of a reward domain.
+
+    Args:
+        policy: The :class:`GroupAdmissionConfig` fields.
+        max_rejection_ratio: Per training step, a gate rejection is honoured only while
+            ``(dropped + 1) / judged <= ratio``, the group at hand included (``null``: no cap).
+        max_rejected_groups_per_step: At most this many dropped groups per step (``null``: no cap).
+        max_consecutive_failed_groups: Stop the run after this many external rejections
+            in a row (``null``: never).
+
+    .. versionadded:: 0.1.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(
+        factory=GroupAdmissionConfig, converter=as_policy_config, validator=check_gate_on_unset
+    )
+    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
+    max_rejected_groups_per_step: int | None = attrs.field(
+        default=None, validator=check_optional(check_int, check_ge(0))
+    )
+    max_consecutive_failed_groups: int | None = attrs.field(
+        default=8, validator=check_optional(check_int, check_ge(1))
+    )
+
+    @property
+    def limits(self) -> DropLimits:
+        """The session's drop limits, counted per training step."""
+        return DropLimits(
+            max_rejection_ratio=self.max_rejection_ratio,
+            max_rejected_groups=self.max_rejected_groups_per_step,
+            scope="step",
+            max_consecutive_failed_groups=self.max_consecutive_failed_groups,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RollAgenticSettings:
+    """
+    Settings of the agentic group filter, read from ``GROUP_ADMISSION_ROLL_CONFIG``.
+
+    Args:
+        policy: The :class:`GroupAdmissionConfig` fields.
+        max_drop_ratio: Over the filter's lifetime, a rejection (or a ``drop_flag``
+            placeholder) is honoured only while ``(dropped + 1) / judged <= ratio``; other
+            external groups are always dropped (``null``: no cap).
+        modes: The scheduler modes in which groups are judged; the others keep everything.
+        max_consecutive_failed_groups: Stop the run after this many external rejections
+            in a row (``null``: never).
+
+    .. versionadded:: 0.1.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(
+        factory=GroupAdmissionConfig, converter=as_policy_config, validator=check_gate_on_unset
+    )
+    max_drop_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
+    modes: tuple[str, ...] = attrs.field(
+        default=("train",), converter=to_str_tuple, validator=check_names_in(_MODES, "scheduler mode")
+    )
+    max_consecutive_failed_groups: int | None = attrs.field(
+        default=8, validator=check_optional(check_int, check_ge(1))
+    )
+
+    @property
+    def limits(self) -> DropLimits:
+        """The session's drop limits: lifetime, and ROLL's trainable ``drop_flag`` placeholder may be kept."""
+        return DropLimits(
+            max_rejection_ratio=self.max_drop_ratio,
+            scope="run",
+            forceable_external=("drop_flag",),
+            max_consecutive_failed_groups=self.max_consecutive_failed_groups,
+        )
+
+
+def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[str, Any, str]:
+    """``domain``'s raw RLVR settings: a cache key, the value, and where it was read (for errors)."""
+    rewards = getattr(pipeline_config, "rewards", None)
+    if not isinstance(rewards, Mapping) or domain not in rewards:
+        known = sorted(rewards) if isinstance(rewards, Mapping) else []
+        msg = f"'rewards.{domain}' is missing from the pipeline config (reward domains: {known})"
+        raise ValueError(msg)
+    source = f"'rewards.{domain}.query_filter_config.filter_args'"
+    filter_args = getattr(getattr(rewards[domain], "query_filter_config", None), "filter_args", None)
+    if filter_args is not None and not isinstance(filter_args, Mapping):
+        msg = f"{source} must be a mapping (got {describe(filter_args)})"
+        raise TypeError(msg)
+    raw = (filter_args or {}).get(RLVR_SETTINGS_KEY)
+    return f"{domain}\n{settings_key(raw)}", raw, f"{source[:-1]}.{RLVR_SETTINGS_KEY}'"
+
+
+def _read_settings_text(value: str) -> Any:
+    text = value.strip()
+    if "\n" not in text and (os.path.isfile(text) or text.endswith((".yaml", ".yml"))):
+        return load_yaml_mapping(text)
+    yaml = require_extra("yaml", "yaml", f"Reading {AGENTIC_SETTINGS_ENV}")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        msg = f"'{AGENTIC_SETTINGS_ENV}' is neither a YAML file path nor valid inline YAML: {exc}"
+        raise ValueError(msg) from None
+    if data is not None and not isinstance(data, Mapping):
+        msg = f"'{AGENTIC_SETTINGS_ENV}' must hold a YAML mapping or a YAML file path (got {describe(data)})"
+        raise ValueError(msg)
+    return data
+
+
+def agentic_settings(config: Any, env_manager_config: Any) -> RollAgenticSettings:
+    """The agentic settings: ``system_envs`` of the env manager, of the pipeline, or the environment."""
+    for owner in (env_manager_config, config):
+        envs = getattr(owner, "system_envs", None)
+        if isinstance(envs, Mapping) and envs.get(AGENTIC_SETTINGS_ENV):
+            value = envs[AGENTIC_SETTINGS_ENV]
+            break
+    else:
+        value = os.environ.get(AGENTIC_SETTINGS_ENV)
+    if value is None:
+        return RollAgenticSettings()
+    if not isinstance(value, str):
+        msg = f"'{AGENTIC_SETTINGS_ENV}' must be a YAML file path or inline YAML (got {describe(value)})"
+        raise TypeError(msg)
+    return settings_from(RollAgenticSettings, _read_settings_text(value), f"'{AGENTIC_SETTINGS_ENV}'")

@@ -1,0 +1,1 @@
+"""The ROLL adapter, tested against doubles of ROLL (``roll_types``)."""
