@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     # verl warns at import about optional engines (megatron, mindspeed) a CPU host lacks.
     warnings.simplefilter("ignore")
     try:
-        import verl.trainer.ppo.v1.replay_buffer  # noqa: F401
+        import verl.trainer.ppo.v1.replay_buffer
         import verl.trainer.ppo.v1.utils  # noqa: F401
 
         VERL_IMPORT_ERROR: ImportError | None = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("verl.trainer.ppo.v1.replay_buffer", reason="needs verl==0.9.1 and TransferQueue (run .ci/verl)")
+pytest.importorskip(
+    "verl.trainer.ppo.v1.replay_buffer", reason="needs verl==0.9.1 and TransferQueue (run .ci/verl)"
+)
 
 from doubles.verl_rollout import FakeRollout, dapo_member, make_builtin, make_sampler
 

@@ -6,11 +6,13 @@ import threading
 
 import pytest
 
-pytest.importorskip("verl.trainer.ppo.v1.replay_buffer", reason="needs verl==0.9.1 and TransferQueue (run .ci/verl)")
+pytest.importorskip(
+    "verl.trainer.ppo.v1.replay_buffer", reason="needs verl==0.9.1 and TransferQueue (run .ci/verl)"
+)
 
-from doubles.verl_rollout import FakeRollout, dapo_member, make_builtin, make_sampler
 from verl.trainer.ppo.v1.utils import MetricsAggregator
 
+from doubles.verl_rollout import FakeRollout, dapo_member, make_builtin, make_sampler
 from group_admission.adapters.verl import AdmissionExhaustedError
 
 N = 4
@@ -54,12 +56,12 @@ def test_verl_builtin_refill_has_no_cap_on_the_same_stream(tq) -> None:
     """verl's own sync DAPO buffer keeps refilling an all-dead stream (stopped here after 25 refills)."""
     rollout = FakeRollout(tq, all_dead)
 
-    class Stop(Exception):
+    class StopError(Exception):
         pass
 
     def refill(count: int) -> int:
         if len(rollout.refills) >= 25:
-            raise Stop
+            raise StopError
         return rollout.refill(count)
 
     builtin = make_builtin(refill, "acc", train_batch_size=TARGET)
@@ -70,14 +72,14 @@ def test_verl_builtin_refill_has_no_cap_on_the_same_stream(tq) -> None:
     worker.join(timeout=120)
 
     assert not worker.is_alive()
-    assert isinstance(result[0], Stop)
+    assert isinstance(result[0], StopError)
     assert len(rollout.refills) == 25
 
 
 def _capture(out: list[BaseException], fn, *args) -> None:
     try:
         fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - the test inspects what stopped the loop
+    except BaseException as exc:  # the test inspects what stopped the loop
         out.append(exc)
 
 
@@ -121,7 +123,9 @@ def test_refill_reaches_the_target_and_discards_surplus(tq) -> None:
 
 def test_metrics_reach_verl_step_metrics(tq) -> None:
     """sample()'s metrics survive verl's MetricsAggregator exactly as PPOTrainer.step feeds them."""
-    _rollout, sampler = _step(tq, every_third_alive, budget={"max_extra_groups": 40, "max_resample_rounds": 5})
+    _rollout, sampler = _step(
+        tq, every_third_alive, budget={"max_extra_groups": 40, "max_resample_rounds": 5}
+    )
     batch, sample_metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
     iter_metrics: dict = {}
     iter_metrics.update(sample_metrics)  # PPOTrainer._step_once: metrics.update(off_policy_metrics)
@@ -152,10 +156,17 @@ def test_validation_uses_verl_sampling(tq) -> None:
     data = tq.kv_list("train")["train"]
     keys = list(data)
     values = tq.kv_batch_get(keys=[k for k in keys if "_" in k], partition_id="train")
-    tq.kv_batch_put(keys=[k for k in keys if "_" in k], partition_id="val", fields=values,
-                    tags=[data[k] for k in keys if "_" in k])
-    tq.kv_batch_put(keys=[k for k in keys if "_" not in k], partition_id="val",
-                    tags=[data[k] for k in keys if "_" not in k])
+    tq.kv_batch_put(
+        keys=[k for k in keys if "_" in k],
+        partition_id="val",
+        fields=values,
+        tags=[data[k] for k in keys if "_" in k],
+    )
+    tq.kv_batch_put(
+        keys=[k for k in keys if "_" not in k],
+        partition_id="val",
+        tags=[data[k] for k in keys if "_" not in k],
+    )
 
     batch, metrics = sampler.sample(global_steps=1, partition_id="val", batch_size=2)
 

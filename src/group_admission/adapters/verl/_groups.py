@@ -94,7 +94,7 @@ def build_group(
     """
     components: dict[str, list[float | None]] = {name: [] for name in names}
     external: list[str] = []
-    for (extra_fields, rm_scores) in rows:
+    for extra_fields, rm_scores in rows:
         for name in names:
             value, problem = scalar_reward(component_value(name, extra_fields, rm_scores))
             if problem is not None and problem not in external:

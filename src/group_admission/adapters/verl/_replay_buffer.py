@@ -21,7 +21,7 @@ from ._groups import GroupRewards, build_group, keys_by_uid
 from ._interim_session import AdmissionSession, StepReport
 from ._metrics import step_metrics
 from ._settings import CANONICAL_REWARD, VerlAdmissionSettings
-from ._verl_imports import KVBatchMeta, ReplayBuffer, SkipManager, plain_container, tq
+from ._verl_imports import ReplayBuffer, SkipManager, plain_container, tq
 
 __all__ = ["AdmissionExhaustedError", "AdmissionReplayBuffer"]
 
@@ -96,7 +96,9 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
             refill_fn=refill_fn,
         )
         self.settings = settings
-        self.session = AdmissionSession(policy=settings.policy, budget=settings.budget, limits=settings.limits)
+        self.session = AdmissionSession(
+            policy=settings.policy, budget=settings.budget, limits=settings.limits
+        )
         self.last_report: StepReport | None = None
         self._resume_checked = False
         self._num_generations = settings.num_generations or 1
@@ -128,11 +130,13 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         self.last_report = report
         return self._finish_step(partition_id, admitted, batch_size, report, plan, rejections)
 
-    def _sample_validation(self, global_steps: int, partition_id: str, batch_size: int) -> Any:
-        # The undecorated built-in: this method is already inside SkipManager's wrapper.
-        return getattr(ReplayBuffer.sample, "__wrapped__", ReplayBuffer.sample)(
-            self, global_steps, partition_id, batch_size
-        )
+    def _sample_validation(
+        self, global_steps: int, partition_id: str, batch_size: int
+    ) -> tuple[Any, dict[str, Any]]:
+        # The undecorated built-in: this method already runs inside SkipManager's wrapper.
+        builtin = getattr(ReplayBuffer.sample, "__wrapped__", ReplayBuffer.sample)
+        batch, metrics = builtin(self, global_steps, partition_id, batch_size)
+        return batch, metrics
 
     # -- judging ---------------------------------------------------------------------
 
@@ -151,7 +155,9 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         for uid in sorted(uids):
             group = groups.get(uid)
             if group is None:
-                verdicts[uid] = self.session.judge([None], external_reasons=("no_trajectories",), group_key=uid)
+                verdicts[uid] = self.session.judge(
+                    [None], external_reasons=("no_trajectories",), group_key=uid
+                )
                 continue
             if self.settings.num_generations is None:
                 self._num_generations = max(self._num_generations, group.sessions)

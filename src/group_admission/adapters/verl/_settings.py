@@ -101,7 +101,9 @@ class VerlAdmissionSettings:
     )
     gen_batch_size: int = attrs.field(default=1, converter=as_int, validator=(check_int, check_ge(1)))
     on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
-    checkpoint_dir: str | None = attrs.field(default=None, validator=check_optional(attrs.validators.instance_of(str)))
+    checkpoint_dir: str | None = attrs.field(
+        default=None, validator=check_optional(attrs.validators.instance_of(str))
+    )
     poll_interval: float = attrs.field(
         default=2.0, converter=as_float, validator=(check_real, check_finite, check_gt(0))
     )
