@@ -13,6 +13,7 @@ import pytest
 
 from group_admission import (
     AdmissionStats,
+    CheckpointError,
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
     SamplingBudgetConfig,
@@ -438,15 +439,40 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     (
         "state negative",
-        lambda: SamplingBudgetState.from_dict({"generated_groups": -1}),
+        lambda: SamplingBudgetState.from_dict({**SamplingBudgetState().to_dict(), "generated_groups": -1}),
         ValueError,
         "'generated_groups' must be >= 0 (got -1)",
     ),
     (
         "state bad ema",
-        lambda: SamplingBudgetState.from_dict({"effective_rate_ema": 2.0}),
+        lambda: SamplingBudgetState.from_dict({**SamplingBudgetState().to_dict(), "effective_rate_ema": 2.0}),
         ValueError,
         "'effective_rate_ema' must be None or a number in [0, 1] (got 2.0)",
+    ),
+    (
+        "state truncated",
+        lambda: SamplingBudgetState.from_dict({"sampling_rounds": 1}),
+        CheckpointError,
+        "SamplingBudgetState dict is missing key(s) ['generated_groups'",
+    ),
+    (
+        "state contradictory",
+        lambda: SamplingBudgetState.from_dict(
+            {
+                **SamplingBudgetState().to_dict(),
+                "sampling_rounds": 1,
+                "generated_groups": 3,
+                "admitted_groups": 1,
+            }
+        ),
+        CheckpointError,
+        "admitted_groups (1) + rejected_groups (0) != generated_groups (3)",
+    ),
+    (
+        "carry rate from non-state",
+        lambda: SamplingBudgetController().new_state(carry_rate_from={"effective_rate_ema": 0.5}),  # type: ignore[arg-type]
+        TypeError,
+        "'carry_rate_from' must be a SamplingBudgetState or None (got {'effective_rate_ema': 0.5} of type",
     ),
 ]
 

@@ -21,22 +21,43 @@ from ._budget import (
 )
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
+from ._exceptions import (
+    BudgetExhaustedError,
+    CheckpointError,
+    ConfigurationError,
+    ConsecutiveFailedGroupsError,
+    GroupAdmissionError,
+    StepLifecycleError,
+)
+from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._policy import GroupAdmissionPolicy
 from ._reasons import RejectionReason
+from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._similarity import ngram_jaccard
 
 __all__ = [
+    "AdmissionSession",
     "AdmissionStats",
+    "AdmissionVerdict",
     "BatchAdmissionResult",
+    "BatchAdmissionVerdict",
+    "BudgetExhaustedError",
+    "CheckpointError",
+    "ConfigurationError",
+    "ConsecutiveFailedGroupsError",
+    "DropLimits",
     "GroupAdmissionConfig",
     "GroupAdmissionDecision",
+    "GroupAdmissionError",
     "GroupAdmissionPolicy",
     "RejectionReason",
     "ResamplePlan",
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
+    "StepLifecycleError",
+    "StepReport",
     "__version__",
     "binomial_groups_needed",
     "group_admission_metrics",

@@ -11,6 +11,7 @@ import attrs
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
+from ._exceptions import CheckpointError
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
 from ._metrics import AdmissionStats
 from ._validation import (
@@ -126,16 +127,6 @@ class SamplingBudgetConfig:
         return attrs.asdict(self)
 
 
-_STATE_COUNTERS = (
-    "sampling_rounds",
-    "generated_groups",
-    "generated_samples",
-    "generated_tokens",
-    "admitted_groups",
-    "rejected_groups",
-)
-
-
 def _check_ema(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
@@ -175,13 +166,44 @@ class SamplingBudgetState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SamplingBudgetState:
         """
-        Restore a state from :meth:`to_dict` output.
+        Restore a state from :meth:`to_dict` output: every key, consistent counters.
 
         Raises:
-            ValueError: a key is unknown or a value is invalid.
-            TypeError: a counter is not an integer.
+            CheckpointError: a key is missing or unknown, a value is invalid, or the
+                counters contradict each other (admitted + rejected != generated groups,
+                fewer samples than groups, groups without a round).
         """
-        return from_mapping(cls, data, source="SamplingBudgetState dict")
+        if not isinstance(data, Mapping):
+            msg = f"'data' must be a SamplingBudgetState dict (got {describe(data)})"
+            raise CheckpointError(msg)
+        names = [field.name for field in attrs.fields(cls)]
+        missing = [name for name in names if name not in data]
+        if missing and set(data) <= set(names):
+            msg = f"SamplingBudgetState dict is missing key(s) {missing!r} (a truncated checkpoint?)"
+            raise CheckpointError(msg)
+        try:
+            state = from_mapping(cls, data, source="SamplingBudgetState dict")
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(str(exc)) from None
+        problem = state._contradiction()
+        if problem:
+            msg = f"SamplingBudgetState dict is contradictory: {problem}"
+            raise CheckpointError(msg)
+        return state
+
+    def _contradiction(self) -> str | None:
+        if self.admitted_groups + self.rejected_groups != self.generated_groups:
+            return (
+                f"admitted_groups ({self.admitted_groups}) + rejected_groups ({self.rejected_groups}) "
+                f"!= generated_groups ({self.generated_groups})"
+            )
+        if self.generated_samples < self.generated_groups:
+            return (
+                f"generated_samples ({self.generated_samples}) < generated_groups ({self.generated_groups})"
+            )
+        if self.sampling_rounds == 0 and (self.generated_groups or self.generated_tokens):
+            return "groups or tokens were generated in 0 sampling_rounds"
+        return None
 
 
 @attrs.frozen(kw_only=True)
@@ -281,6 +303,7 @@ def _round_counts(observation: Observation) -> tuple[int, int]:
 
 
 def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
+    """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"'{name}' must be an integer (got {describe(value)})"
         raise TypeError(msg)
@@ -288,6 +311,17 @@ def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
         msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
         raise ValueError(msg)
     return value
+
+
+def _check_tokens_per_group(value: object) -> None:
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        msg = f"'estimated_tokens_per_group' must be a finite number > 0 (got {describe(value)})"
+        raise ValueError(msg)
 
 
 class SamplingBudgetController:
@@ -329,6 +363,9 @@ class SamplingBudgetController:
 
     def new_state(self, *, carry_rate_from: SamplingBudgetState | None = None) -> SamplingBudgetState:
         """A fresh state for a new step; optionally keep the rate estimate of the previous step."""
+        if carry_rate_from is not None and not isinstance(carry_rate_from, SamplingBudgetState):
+            msg = f"'carry_rate_from' must be a SamplingBudgetState or None (got {describe(carry_rate_from)})"
+            raise TypeError(msg)
         rate = None if carry_rate_from is None else carry_rate_from.effective_rate_ema
         return SamplingBudgetState(effective_rate_ema=rate)
 
@@ -337,7 +374,8 @@ class SamplingBudgetController:
         state: SamplingBudgetState,
         decisions_or_stats: Observation,
         *,
-        num_generations: int,
+        num_generations: int | None = None,
+        generated_samples: int | None = None,
         generated_tokens: int = 0,
     ) -> None:
         """
@@ -347,18 +385,32 @@ class SamplingBudgetController:
             state: The step's state.
             decisions_or_stats: The round's decisions (an iterable, a
                 ``BatchAdmissionResult``) or an ``AdmissionStats`` holding just this round.
-            num_generations: Samples per group.
+            num_generations: Samples per group, when every group of the round has that size.
+            generated_samples: The round's samples, when its groups differ in size (give
+                exactly one of the two).
             generated_tokens: Tokens generated in this round.
         """
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        _positive_int(num_generations, "num_generations")
+        if (num_generations is None) == (generated_samples is None):
+            msg = (
+                "exactly one of 'num_generations' and 'generated_samples' must be given "
+                f"(got {describe(num_generations)} and {describe(generated_samples)})"
+            )
+            raise TypeError(msg)
         _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
         candidates, admitted = _round_counts(decisions_or_stats)
+        if generated_samples is None:
+            generated_samples = candidates * _positive_int(num_generations, "num_generations")
+        elif _positive_int(generated_samples, "generated_samples", allow_zero=True) < candidates:
+            msg = (
+                f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
+            )
+            raise ValueError(msg)
         state.sampling_rounds += 1
         state.generated_groups += candidates
-        state.generated_samples += candidates * num_generations
+        state.generated_samples += generated_samples
         state.generated_tokens += generated_tokens
         state.admitted_groups += admitted
         state.rejected_groups += candidates - admitted
@@ -387,17 +439,7 @@ class SamplingBudgetController:
             raise TypeError(msg)
         _positive_int(target_groups, "target_groups", allow_zero=True)
         _positive_int(num_generations, "num_generations")
-        if estimated_tokens_per_group is not None and (
-            isinstance(estimated_tokens_per_group, bool)
-            or not isinstance(estimated_tokens_per_group, (int, float))
-            or not math.isfinite(estimated_tokens_per_group)
-            or estimated_tokens_per_group <= 0
-        ):
-            msg = (
-                "'estimated_tokens_per_group' must be a finite number > 0 "
-                f"(got {describe(estimated_tokens_per_group)})"
-            )
-            raise ValueError(msg)
+        _check_tokens_per_group(estimated_tokens_per_group)
         config = self._config
         remaining = max(0, target_groups - state.admitted_groups)
         ema = state.effective_rate_ema
@@ -435,6 +477,38 @@ class SamplingBudgetController:
             exhausted=granted == 0,
             limited_by=limited_by,
             requested_groups=requested,
+        )
+
+    def can_generate(
+        self,
+        state: SamplingBudgetState,
+        groups: int = 1,
+        *,
+        target_groups: int,
+        num_generations: int,
+        estimated_tokens_per_group: float | None = None,
+        new_round: bool = True,
+    ) -> bool:
+        """
+        Whether ``groups`` more groups fit under every cap, whatever the target.
+
+        Hosts that launch groups one at a time ask this instead of planning. With
+        ``new_round`` the groups open another round (the round cap applies); without it
+        they join the round in progress.
+        """
+        if not isinstance(state, SamplingBudgetState):
+            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+            raise TypeError(msg)
+        _positive_int(groups, "groups")
+        _positive_int(target_groups, "target_groups", allow_zero=True)
+        _positive_int(num_generations, "num_generations")
+        _check_tokens_per_group(estimated_tokens_per_group)
+        rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
+        if new_round and not rounds_left:
+            return False
+        caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
+        return all(
+            cap >= groups for name, cap in caps.items() if name != "per_round_group_budget" or new_round
         )
 
     def _caps(

@@ -1,29 +1,21 @@
-"""All-reduce of ``AdmissionStats`` across ``torch.distributed`` ranks (torch is optional)."""
+"""Gathering JSON-safe snapshots across ``torch.distributed`` ranks (torch is optional)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._loading import require_extra
 
-if TYPE_CHECKING:
-    from ._metrics import AdmissionStats
-
-__all__ = ["all_reduce_stats"]
+__all__ = ["all_gather_snapshots"]
 
 
-def all_reduce_stats(stats: AdmissionStats, group: Any = None) -> AdmissionStats:
-    """Return the sum of ``stats`` over every rank of ``group`` (default: the world)."""
-    from ._metrics import AdmissionStats  # noqa: PLC0415  (circular import)
-
-    torch = require_extra("torch", "torch", "AdmissionStats.all_reduce")
+def all_gather_snapshots(snapshot: Any, group: Any = None, *, feature: str) -> list[Any]:
+    """Return every rank's ``snapshot`` (any picklable value), in rank order; ``feature`` names the caller."""
+    torch = require_extra("torch", "torch", feature)
     dist = torch.distributed
     if not dist.is_available() or not dist.is_initialized():
-        msg = "AdmissionStats.all_reduce needs an initialised torch.distributed process group"
+        msg = f"{feature} needs an initialised torch.distributed process group"
         raise RuntimeError(msg)
     gathered: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(gathered, stats.to_dict(), group=group)
-    total = AdmissionStats()
-    for snapshot in gathered:
-        total = total.merge(AdmissionStats.from_dict(snapshot))
-    return total
+    dist.all_gather_object(gathered, snapshot, group=group)
+    return gathered

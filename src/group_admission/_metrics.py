@@ -10,37 +10,54 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeAlias
+
+import numpy as np
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
-from ._reasons import RejectionReason
+from ._distributed import all_gather_snapshots
+from ._exceptions import CheckpointError
+from ._reasons import CHECK_BITS, CHECK_SIMILARITY, REASONS_BY_CODE, REWARD_CHECK_BITS, RejectionReason
 from ._validation import describe
-
-if TYPE_CHECKING:
-    from typing import TypeAlias
 
 __all__ = ["AdmissionStats", "group_admission_metrics"]
 
 Decisions: TypeAlias = Iterable[GroupAdmissionDecision] | BatchAdmissionResult
 
-_REASON_FIELD = {
-    RejectionReason.EXTERNAL: "external",
-    RejectionReason.EXACT_DEAD: "exact_dead",
-    RejectionReason.NEAR_TIE: "near_tie",
-    RejectionReason.REDUNDANT: "redundant",
-}
+_REASON_FIELDS = tuple(reason.value for reason in RejectionReason)
 _COUNT_FIELDS = (
     "candidates",
     "admitted",
-    "external",
-    "exact_dead",
-    "near_tie",
-    "redundant",
+    *_REASON_FIELDS,
     "reward_rejected",
     "near_duplicate_rejected",
     "fallback_admitted",
 )
+
+
+def _fallback_flag(value: object) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    msg = f"'fallback_admitted' must be a bool (got {describe(value)})"
+    raise TypeError(msg)
+
+
+def _batch_delta(result: BatchAdmissionResult) -> tuple[dict[str, int], Counter[str]]:
+    """Count a batch from its reason codes and check flags, without building decisions."""
+    delta = dict.fromkeys(_COUNT_FIELDS, 0)
+    by_code = np.bincount(result.reason_codes.astype(np.intp), minlength=len(REASONS_BY_CODE)).tolist()
+    delta["candidates"] = len(result)
+    delta["admitted"] = by_code[0]
+    for code, reason in enumerate(REASONS_BY_CODE[1:], start=1):
+        delta[reason.value] = by_code[code]  # type: ignore[union-attr]
+    flags = result.check_flags
+    delta["reward_rejected"] = int(np.count_nonzero(flags & REWARD_CHECK_BITS))
+    delta["near_duplicate_rejected"] = int(np.count_nonzero(flags & CHECK_BITS[CHECK_SIMILARITY]))
+    details: Counter[str] = Counter()
+    for reasons in result.external_reasons.values():
+        details.update(reasons)
+    return delta, details
 
 
 class AdmissionStats:
@@ -116,7 +133,8 @@ class AdmissionStats:
     @property
     def rejected(self) -> int:
         """Groups rejected for any reason (including those admitted by a fallback)."""
-        return self.candidates - self.admitted
+        with self._lock:
+            return self._counts["candidates"] - self._counts["admitted"]
 
     @property
     def effective_group_rate(self) -> float:
@@ -138,6 +156,10 @@ class AdmissionStats:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        # Pickling and deep copies go through the checked JSON form (a lock cannot be pickled).
+        return (AdmissionStats.from_dict, (self.to_dict(),))
+
     def __repr__(self) -> str:
         fields = ", ".join(f"{key}={value}" for key, value in self.to_dict()["counts"].items())
         return f"AdmissionStats({fields})"
@@ -158,30 +180,43 @@ class AdmissionStats:
 
     def add_many(self, decisions: Decisions, *, fallback_admitted: bool = False) -> None:
         """Count many decisions (an iterable of decisions or a ``BatchAdmissionResult``)."""
+        fallback = _fallback_flag(fallback_admitted)
+        if isinstance(decisions, BatchAdmissionResult):
+            delta, details = _batch_delta(decisions)
+            if fallback and delta["admitted"]:
+                msg = "'fallback_admitted' applies only to rejected groups (got admitted groups)"
+                raise ValueError(msg)
+        else:
+            delta, details = self._decision_delta(decisions, fallback)
+        if fallback:
+            delta["fallback_admitted"] = delta["candidates"] - delta["admitted"]
+        with self._lock:
+            for key, value in delta.items():
+                self._counts[key] += value
+            self._details.update(details)
+
+    @staticmethod
+    def _decision_delta(
+        decisions: Iterable[GroupAdmissionDecision], fallback: bool
+    ) -> tuple[dict[str, int], Counter[str]]:
         delta = dict.fromkeys(_COUNT_FIELDS, 0)
         details: Counter[str] = Counter()
-        if isinstance(decisions, BatchAdmissionResult):
-            decisions = decisions.decisions()
         for decision in decisions:
             if not isinstance(decision, GroupAdmissionDecision):
                 msg = f"'decisions' must hold GroupAdmissionDecision objects (got {describe(decision)})"
                 raise TypeError(msg)
             delta["candidates"] += 1
             if decision.reason is None:
-                if fallback_admitted:
+                if fallback:
                     msg = "'fallback_admitted' applies only to rejected groups (got an admitted decision)"
                     raise ValueError(msg)
                 delta["admitted"] += 1
             else:
-                delta[_REASON_FIELD[decision.reason]] += 1
-                delta["fallback_admitted"] += fallback_admitted
+                delta[decision.reason.value] += 1
             delta["reward_rejected"] += decision.reward_rejected
             delta["near_duplicate_rejected"] += decision.near_duplicate_rejected
             details.update(decision.external_reasons)
-        with self._lock:
-            for key, value in delta.items():
-                self._counts[key] += value
-            self._details.update(details)
+        return delta, details
 
     def record_fallback(self, count: int = 1) -> None:
         """
@@ -218,6 +253,30 @@ class AdmissionStats:
 
     __add__ = merge
 
+    def difference(self, earlier: AdmissionStats) -> AdmissionStats:
+        """
+        The counts added since ``earlier``, a snapshot of this accumulator taken before.
+
+        For reporting per-interval counts from running totals.
+
+        Raises:
+            ValueError: ``earlier`` holds a count larger than this one (not an earlier snapshot).
+        """
+        if not isinstance(earlier, AdmissionStats):
+            msg = f"'earlier' must be an AdmissionStats (got {describe(earlier)})"
+            raise TypeError(msg)
+        now, then = self.to_dict(), earlier.to_dict()
+        delta = AdmissionStats()
+        for key, value in now["counts"].items():
+            delta._counts[key] = value - then["counts"][key]
+        details = Counter(now["external_details"])
+        details.subtract(then["external_details"])
+        if min(delta._counts.values()) < 0 or min(details.values(), default=0) < 0:
+            msg = "'earlier' is not an earlier snapshot of these counts (a count went down)"
+            raise ValueError(msg)
+        delta._details = +details
+        return delta
+
     def reset(self) -> dict[str, Any]:
         """Zero the counts and return what they were (:meth:`to_dict` form)."""
         with self._lock:
@@ -235,69 +294,104 @@ class AdmissionStats:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AdmissionStats:
         """
-        Rebuild from :meth:`to_dict` output, checking that the counts conserve.
+        Rebuild from :meth:`to_dict` output, checking every count and that they conserve.
 
         Raises:
-            ValueError: a count is missing, negative or not an integer, or the counts do
-                not conserve.
+            CheckpointError: a key is missing or unknown, a count is not a non-negative
+                integer, ``external_details`` is malformed, or the counts contradict each
+                other (see :meth:`check_conservation`).
         """
         if not isinstance(data, Mapping) or not isinstance(data.get("counts"), Mapping):
             msg = f"'data' must be a mapping with a 'counts' mapping (got {describe(data)})"
-            raise ValueError(msg)
-        stats = cls()
+            raise CheckpointError(msg)
+        unknown = sorted(map(str, set(data) - {"counts", "external_details"}))
         counts = data["counts"]
+        unknown += [f"counts.{key}" for key in sorted(map(str, set(counts) - set(_COUNT_FIELDS)))]
+        if unknown:
+            msg = f"'data' has unknown key(s) {unknown!r} (known: counts.{', counts.'.join(_COUNT_FIELDS)})"
+            raise CheckpointError(msg)
+        stats = cls()
         for key in _COUNT_FIELDS:
             value = counts.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 msg = f"'counts.{key}' must be a non-negative integer (got {describe(value)})"
-                raise ValueError(msg)
-            stats._counts[key] = value
-        unknown = sorted(set(counts) - set(_COUNT_FIELDS))
-        if unknown:
-            msg = f"'counts' has unknown key(s) {unknown!r} (known: {', '.join(_COUNT_FIELDS)})"
-            raise ValueError(msg)
+                raise CheckpointError(msg)
+            stats._counts[key] = int(value)
         details = data.get("external_details", {})
+        if not isinstance(details, Mapping):
+            msg = f"'external_details' must be a mapping of reason to count (got {describe(details)})"
+            raise CheckpointError(msg)
         for key, value in details.items():
-            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                msg = f"'external_details' must map strings to non-negative integers (got {key!r}: {value!r})"
-                raise ValueError(msg)
+            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                msg = f"'external_details' must map strings to positive integers (got {key!r}: {value!r})"
+                raise CheckpointError(msg)
         stats._details.update(details)
-        stats._check_conservation()
+        stats.check_conservation()
         return stats
 
-    def _check_conservation(self) -> None:
-        c = self._counts
-        rejected = c["external"] + c["exact_dead"] + c["near_tie"] + c["redundant"]
-        if c["candidates"] != c["admitted"] + rejected:
-            msg = (
-                f"counts do not conserve: candidates ({c['candidates']}) != admitted "
-                f"({c['admitted']}) + rejections ({rejected})"
-            )
-            raise ValueError(msg)
-        if c["fallback_admitted"] > rejected:
-            msg = (
-                f"counts do not conserve: fallback_admitted ({c['fallback_admitted']}) "
-                f"> rejections ({rejected})"
-            )
-            raise ValueError(msg)
+    def check_conservation(self) -> None:
+        """
+        Check that the counts are ones that judging groups could have produced.
+
+        ``candidates == admitted + external + exact_dead + near_tie + redundant``;
+        ``exact_dead + near_tie <= reward_rejected <= rejections``; ``redundant <=
+        near_duplicate_rejected <= rejections``; ``fallback_admitted <= rejections``; and
+        every external rejection has at least one external detail (none without one).
+
+        Raises:
+            CheckpointError: naming the first relation that fails.
+        """
+        with self._lock:
+            c = dict(self._counts)
+            detail_total = sum(self._details.values())
+        rejected = sum(c[field] for field in _REASON_FIELDS)
+        reward, duplicate = c["reward_rejected"], c["near_duplicate_rejected"]
+        gate = c["exact_dead"] + c["near_tie"]
+        relations = (
+            (
+                c["candidates"] == c["admitted"] + rejected,
+                f"candidates ({c['candidates']}) != admitted ({c['admitted']}) + rejections ({rejected})",
+            ),
+            (
+                gate <= reward <= rejected,
+                f"reward_rejected ({reward}) must lie between exact_dead + near_tie ({gate}) "
+                f"and the rejections ({rejected})",
+            ),
+            (
+                c["redundant"] <= duplicate <= rejected,
+                f"near_duplicate_rejected ({duplicate}) must lie between redundant "
+                f"({c['redundant']}) and the rejections ({rejected})",
+            ),
+            (
+                c["fallback_admitted"] <= rejected,
+                f"fallback_admitted ({c['fallback_admitted']}) > rejections ({rejected})",
+            ),
+            (
+                detail_total >= c["external"] and (detail_total == 0 or c["external"] > 0),
+                f"external_details ({detail_total} reasons) do not match external ({c['external']} groups)",
+            ),
+        )
+        for holds, message in relations:
+            if not holds:
+                msg = f"counts do not conserve: {message}"
+                raise CheckpointError(msg)
 
     def metrics(self) -> dict[str, int | float]:
         """The counts under the metric names of :func:`group_admission_metrics`."""
         with self._lock:
             c = dict(self._counts)
-        return {
+        metrics: dict[str, int | float] = {
             "candidate_group_count": c["candidates"],
             "admitted_group_count": c["admitted"],
             "rejected_group_count": c["candidates"] - c["admitted"],
             "effective_group_rate": c["admitted"] / c["candidates"] if c["candidates"] else 0.0,
             "reward_rejected_group_count": c["reward_rejected"],
             "near_duplicate_rejected_group_count": c["near_duplicate_rejected"],
-            "externally_rejected_group_count": c["external"],
-            "exact_dead_group_count": c["exact_dead"],
-            "near_tie_group_count": c["near_tie"],
-            "redundant_group_count": c["redundant"],
-            "fallback_admitted_group_count": c["fallback_admitted"],
         }
+        for reason in RejectionReason:
+            metrics[reason.metric_name] = c[reason.value]
+        metrics["fallback_admitted_group_count"] = c["fallback_admitted"]
+        return metrics
 
     def all_reduce(self, group: Any = None) -> AdmissionStats:
         """
@@ -307,9 +401,10 @@ class AdmissionStats:
         ranks. Needs torch (``pip install 'group-admission[torch]'``) and an initialised
         process group.
         """
-        from ._distributed import all_reduce_stats  # noqa: PLC0415  (torch is optional)
-
-        return all_reduce_stats(self, group)
+        total = AdmissionStats()
+        for snapshot in all_gather_snapshots(self.to_dict(), group, feature="AdmissionStats.all_reduce"):
+            total = total.merge(AdmissionStats.from_dict(snapshot))
+        return total
 
 
 def group_admission_metrics(decisions: Decisions) -> dict[str, int | float]:

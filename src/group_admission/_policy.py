@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
+import numpy as np
+
+from ._batch import BatchAdmissionResult, evaluate_batch
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
-from ._gates import reward_failures, reward_statistics
 from ._inputs import (
     check_completions,
     check_rollout_ids,
@@ -16,35 +17,13 @@ from ._inputs import (
     external_reason_tuple,
     merge_rollouts,
 )
+from ._judge import Scorer, judge_group, log_rejection
 from ._loading import coerce_config
-from ._reasons import (
-    CHECK_INCONSISTENT_ROLLOUT,
-    CHECK_MISSING_COMPLETION,
-    CHECK_SIMILARITY,
-    RejectionReason,
-)
+from ._reasons import CHECK_INCONSISTENT_ROLLOUT
 from ._rewards import coerce_group
-from ._similarity import pairwise_similarities
 from ._validation import describe
 
-if TYPE_CHECKING:
-    from ._batch import BatchAdmissionResult
-
 __all__ = ["GroupAdmissionPolicy"]
-
-Scorer = Callable[[str, str], float]
-
-
-def primary_reason(external: Sequence[str], failed: Sequence[str], spread: float) -> RejectionReason | None:
-    """Pick the one primary reason: external, then exact_dead/near_tie, then redundant."""
-    if external:
-        return RejectionReason.EXTERNAL
-    if not failed:
-        return None
-    # Reward checks are listed before the similarity check.
-    if failed[0] != CHECK_SIMILARITY:
-        return RejectionReason.EXACT_DEAD if spread == 0.0 else RejectionReason.NEAR_TIE
-    return RejectionReason.REDUNDANT
 
 
 class GroupAdmissionPolicy:
@@ -154,59 +133,9 @@ class GroupAdmissionPolicy:
             values, texts, inconsistent = merge_rollouts(values, texts, ids)
             if inconsistent:
                 problems.append(CHECK_INCONSISTENT_ROLLOUT)
-        return self._decide(values, texts, external, problems, size, group_key)
-
-    def _decide(
-        self,
-        values: list[float],
-        texts: list[str | None] | None,
-        external: list[str],
-        problems: list[str],
-        size: int,
-        group_key: Hashable | None,
-    ) -> GroupAdmissionDecision:
-        """Judge a group whose input is already validated and merged by rollout."""
-        config = self._config
-        failed: list[str] = []
-        if problems and not all(math.isfinite(v) for v in values):
-            mean = std = spread = math.nan
-            nontrivial = 0
-        else:
-            mean, std, spread, nontrivial, scale = reward_statistics(values, config.advantage_tolerance)
-            failed = reward_failures(config, std, spread, nontrivial, scale)
-        mean_similarity = max_similarity = None
-        if texts is not None and config.max_mean_pairwise_similarity is not None:
-            if any(text is None for text in texts):
-                problems.append(CHECK_MISSING_COMPLETION)
-            elif len(texts) >= 2:
-                scores = pairwise_similarities(
-                    texts,  # type: ignore[arg-type]
-                    config.similarity_ngram_size,
-                    self._scorer,
-                )
-                mean_similarity, max_similarity = float(scores.mean()), float(scores.max())
-                if mean_similarity > config.max_mean_pairwise_similarity:
-                    failed.append(CHECK_SIMILARITY)
-        if problems:
-            external.extend(p for p in problems if p not in external)
-        # The common admitted case builds no tuples (this is the hot path).
-        failed_checks = (*external, *failed) if external or failed else ()
-        decision = GroupAdmissionDecision(
-            reason=primary_reason(external, failed, spread),
-            failed_checks=failed_checks,
-            external_reasons=tuple(external) if external else (),
-            group_size=size,
-            unique_rollouts=len(values),
-            reward_mean=mean,
-            reward_std=std,
-            reward_range=spread,
-            nontrivial_advantage_count=nontrivial,
-            mean_pairwise_similarity=mean_similarity,
-            max_pairwise_similarity=max_similarity,
-            group_key=group_key,
-        )
+        decision = judge_group(config, self._scorer, values, texts, external, problems, size, group_key)
         if self._logger is not None and decision.reason is not None:
-            self._logger.info("group_rejected", **decision.to_dict())
+            log_rejection(self._logger, decision)
         return decision
 
     def evaluate_batch(
@@ -226,13 +155,16 @@ class GroupAdmissionPolicy:
         group, with the meaning they have in :meth:`evaluate`. The reward gate is
         vectorised; the result agrees exactly with calling :meth:`evaluate` row by row.
         """
-        from ._batch import evaluate_batch  # noqa: PLC0415  (_batch imports this module)
-
-        return evaluate_batch(
-            self,
+        result = evaluate_batch(
+            self._config,
+            self._scorer,
             rewards,
             completions,
             external_reasons=external_reasons,
             rollout_ids=rollout_ids,
             group_keys=group_keys,
         )
+        if self._logger is not None:
+            for row in np.flatnonzero(~result.admitted).tolist():
+                log_rejection(self._logger, result.decision(row))
+        return result

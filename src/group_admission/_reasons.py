@@ -1,10 +1,19 @@
-"""The vocabulary of admission: primary rejection reasons and the names of individual checks."""
+"""
+The vocabulary of admission, defined once: primary reasons, their codes and metric names, check names.
+
+Everything that names a rejection (decisions, batch results, counts, metrics, Prometheus,
+the simulator, the CLI, the cookbook) derives it from this module, so adding a reason
+touches this file only.
+"""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 __all__ = [
+    "ADMITTED_CODE",
+    "CHECK_BITS",
     "CHECK_INCONSISTENT_ROLLOUT",
     "CHECK_MISSING_COMPLETION",
     "CHECK_MISSING_REWARD",
@@ -13,8 +22,11 @@ __all__ = [
     "CHECK_RANGE",
     "CHECK_SIMILARITY",
     "CHECK_STD",
+    "REASONS_BY_CODE",
     "REWARD_CHECKS",
+    "REWARD_CHECK_BITS",
     "RejectionReason",
+    "primary_reason",
 ]
 
 
@@ -22,9 +34,12 @@ class RejectionReason(str, enum.Enum):
     """
     The single primary reason a group was rejected.
 
-    The reasons are mutually exclusive and assigned in this order of precedence:
-    ``external``, ``exact_dead``, ``near_tie``, ``redundant``. Members compare equal to
-    their string values, so ``decision.reason == "near_tie"`` works.
+    The reasons are mutually exclusive and assigned in this order of precedence (the
+    order of the members): ``external``, ``exact_dead``, ``near_tie``, ``redundant``.
+    Members compare equal to their string values, so ``decision.reason == "near_tie"``
+    works.
+
+    .. versionadded:: 0.1.0
     """
 
     #: A caller-supplied reason, or a data problem: a non-finite or missing reward, a
@@ -43,6 +58,27 @@ class RejectionReason(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def code(self) -> int:
+        """The reason's integer code in batch results (``0`` means admitted)."""
+        return _CODES[self]
+
+    @property
+    def metric_name(self) -> str:
+        """The name of this reason's count in :func:`group_admission_metrics`."""
+        return _METRIC_NAMES[self]
+
+
+#: ``reason_codes`` value of an admitted group in a batch result.
+ADMITTED_CODE = 0
+#: ``REASONS_BY_CODE[code]`` is the primary reason of a group with that code.
+REASONS_BY_CODE: tuple[RejectionReason | None, ...] = (None, *RejectionReason)
+_CODES = {reason: code for code, reason in enumerate(REASONS_BY_CODE) if reason is not None}
+# The pull request's metric names; "external" is the one irregular name.
+_METRIC_NAMES = {
+    reason: ("externally_rejected" if reason is RejectionReason.EXTERNAL else reason.value) + "_group_count"
+    for reason in RejectionReason
+}
 
 # Names of individual checks, as listed in ``GroupAdmissionDecision.failed_checks``.
 CHECK_STD = "reward_std_below_threshold"
@@ -50,9 +86,28 @@ CHECK_RANGE = "reward_range_below_threshold"
 CHECK_NONTRIVIAL = "insufficient_nontrivial_advantages"
 CHECK_SIMILARITY = "mean_pairwise_similarity_above_threshold"
 REWARD_CHECKS = (CHECK_STD, CHECK_RANGE, CHECK_NONTRIVIAL)
+#: The bit of each gate check in a batch result's ``check_flags``, in ``failed_checks`` order.
+CHECK_BITS = {CHECK_STD: 1, CHECK_RANGE: 2, CHECK_NONTRIVIAL: 4, CHECK_SIMILARITY: 8}
+REWARD_CHECK_BITS = CHECK_BITS[CHECK_STD] | CHECK_BITS[CHECK_RANGE] | CHECK_BITS[CHECK_NONTRIVIAL]
 
 # Data problems detected by the policy itself; they make a group ``external``.
 CHECK_NON_FINITE_REWARD = "non_finite_reward"
 CHECK_MISSING_REWARD = "missing_reward"
 CHECK_INCONSISTENT_ROLLOUT = "inconsistent_rollout_rewards"
 CHECK_MISSING_COMPLETION = "missing_completion"
+
+
+def primary_reason(external: Sequence[str], failed: Sequence[str], spread: float) -> RejectionReason | None:
+    """
+    Pick the one primary reason from what failed, by precedence.
+
+    ``failed`` lists the gate checks in ``CHECK_BITS`` order (reward checks first);
+    ``spread`` is the gated reward's range, which tells a dead group from a near-tie.
+    """
+    if external:
+        return RejectionReason.EXTERNAL
+    if not failed:
+        return None
+    if failed[0] != CHECK_SIMILARITY:
+        return RejectionReason.EXACT_DEAD if spread == 0.0 else RejectionReason.NEAR_TIE
+    return RejectionReason.REDUNDANT

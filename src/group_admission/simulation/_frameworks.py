@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from .._host_rules.slime import should_drop
 from .._validation import as_int, check_ge, check_int, check_optional
-from ..adapters.slime import should_drop
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
 from ._strategies import check_bool, check_name, strategy_dict
@@ -37,7 +37,7 @@ class SlimeWaves:
     ``remaining_batch_size`` (submitted minus dropped groups) is below the target, a
     full wave of ``over_sampling_batch_size`` fresh groups is submitted. Finished groups
     are handled in the order they finish: a group the policy admits is kept; a rejected
-    one goes through slime's drop rule (:func:`group_admission.adapters.slime.should_drop`)
+    one goes through slime's drop rule (``group_admission._host_rules.slime.should_drop``)
     with ``keep_when_insufficient`` set for reward rejections in fallback mode (never for
     failed rollouts). Kept groups beyond the target that finish at the same instant are
     discarded; groups still in flight when the target is reached are aborted. slime has

@@ -1,0 +1,117 @@
+"""``DropLimits``: how many rejections a host that replaces every dropped group may honour."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ._decision import GroupAdmissionDecision
+from ._loading import from_mapping
+from ._reasons import RejectionReason
+from ._validation import (
+    as_float,
+    as_int,
+    check_ge,
+    check_int,
+    check_one_of,
+    check_optional,
+    check_range,
+    check_real,
+)
+
+__all__ = ["DropLimits", "LimitScope"]
+
+LimitScope = Literal["step", "run"]
+
+
+def _as_names(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value
+
+
+def _check_names(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(name, str) and name for name in value):
+        msg = f"'{attribute.name}' must be a list of external reason names (got {value!r})"
+        raise TypeError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class DropLimits:
+    """
+    Caps on the rejections a session honours, for hosts that replace every dropped group.
+
+    slime, ROLL and RAGEN's agentic loops sample a replacement for each dropped group
+    with no cap of their own, so a stream of rejections costs without bound. Past a limit,
+    :class:`AdmissionSession` keeps a gate rejection anyway and counts it as
+    ``fallback_admitted``. External rejections (unusable data) are never forced through,
+    except those whose every external reason is listed in ``forceable_external``. The
+    defaults set no limit.
+
+    Args:
+        max_rejection_ratio: A rejection is honoured only while the dropped groups stay
+            within this share of the judged groups, counting the group at hand:
+            ``(dropped + 1) / (judged + 1) <= ratio``.
+        max_rejected_groups: At most this many dropped groups.
+        scope: ``"step"`` counts both limits per training step, ``"run"`` over the
+            session's lifetime.
+        forceable_external: External reasons that a limit may force through (for
+            example ROLL's ``drop_flag`` placeholder, which is trainable).
+        max_consecutive_failed_groups: Raise :class:`ConsecutiveFailedGroupsError` after
+            this many dropped external rejections in a row.
+
+    .. versionadded:: 0.2.0
+    """
+
+    max_rejection_ratio: float | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_float),
+        validator=check_optional(check_real, check_range(0, 1)),
+    )
+    max_rejected_groups: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(0)),
+    )
+    scope: LimitScope = attrs.field(default="step", validator=check_one_of(("step", "run")))
+    forceable_external: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_names)
+    max_consecutive_failed_groups: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+
+    @property
+    def caps_drops(self) -> bool:
+        """Whether a ratio or count limit is set."""
+        return self.max_rejection_ratio is not None or self.max_rejected_groups is not None
+
+    def forceable(self, decision: GroupAdmissionDecision) -> bool:
+        """Whether a limit may keep this rejected group (never an unusable external one)."""
+        if decision.reason is not RejectionReason.EXTERNAL:
+            return True
+        return bool(decision.external_reasons) and set(decision.external_reasons) <= set(
+            self.forceable_external
+        )
+
+    def drop_allowed(self, judged: int, dropped: int) -> bool:
+        """Whether one more drop fits, given the groups judged and dropped so far in the scope."""
+        drops = dropped + 1
+        if self.max_rejection_ratio is not None and drops / (judged + 1) > self.max_rejection_ratio:
+            return False
+        return self.max_rejected_groups is None or drops <= self.max_rejected_groups
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> DropLimits:
+        """Build limits from a mapping of field names, rejecting unknown keys."""
+        return from_mapping(cls, mapping, source="DropLimits mapping")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the limits as a plain, YAML- and JSON-safe dict."""
+        data = attrs.asdict(self)
+        data["forceable_external"] = list(self.forceable_external)
+        return data

@@ -1,0 +1,624 @@
+"""
+``AdmissionSession``: the admission loop, owned once by the core and run by every integration.
+
+A session holds the policy, the counts, the budget state of the current step, the drop
+limits and the failure streak behind one lock. Adapters translate host objects into
+:meth:`AdmissionSession.judge` calls and write the verdicts back; the simulator and the
+cookbook run the same object, so what they measure is what the hosts run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from ._batch import BatchAdmissionResult
+from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
+from ._config import GroupAdmissionConfig
+from ._decision import GroupAdmissionDecision
+from ._exceptions import ConsecutiveFailedGroupsError, StepLifecycleError
+from ._limits import DropLimits
+from ._loading import coerce_config
+from ._metrics import AdmissionStats
+from ._policy import GroupAdmissionPolicy
+from ._reasons import RejectionReason
+from ._session_state import restore_session, session_state
+from ._validation import describe
+
+__all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
+
+StepLabel = int | str | None
+_WINDOWS = 16  # step windows kept for step-scoped limits; asynchronous hosts overlap only a few steps
+
+
+@attrs.frozen(kw_only=True)
+class AdmissionVerdict:
+    """
+    What the host does with one group: keep it (train on it) or drop it.
+
+    ``keep`` is true for an admitted group and for a rejected one that a drop limit
+    forced through (``fallback_admitted``). ``decision`` is the policy's verdict.
+
+    .. versionadded:: 0.2.0
+    """
+
+    keep: bool
+    decision: GroupAdmissionDecision
+    fallback_admitted: bool = False
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class BatchAdmissionVerdict:
+    """
+    The verdicts of :meth:`AdmissionSession.judge_batch`, as arrays over groups.
+
+    .. versionadded:: 0.2.0
+    """
+
+    keep: npt.NDArray[np.bool_]
+    fallback_admitted: npt.NDArray[np.bool_]
+    result: BatchAdmissionResult
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+
+@attrs.frozen(kw_only=True)
+class StepReport:
+    """
+    What one step generated and admitted, returned by :meth:`AdmissionSession.end_step`.
+
+    Attributes:
+        step: The step's index (0 for the first step of the session).
+        target_groups: The groups the step needed.
+        admitted_groups: Groups the policy admitted.
+        kept_groups: Groups kept for training: admitted plus ``fallback_admitted``.
+        trained_groups: Kept groups the step trains on (at most the target).
+        surplus_groups: Kept groups beyond the target, discarded (as DAPO and slime do).
+        short_groups: Groups missing from the target.
+        exhausted: The target was not met and the budget left no room for more.
+        generated_groups, generated_samples, generated_tokens, sampling_rounds: The cost.
+        limited_by: The caps that bound the step's last plan.
+
+    .. versionadded:: 0.2.0
+    """
+
+    step: int
+    target_groups: int
+    admitted_groups: int
+    kept_groups: int
+    trained_groups: int
+    surplus_groups: int
+    short_groups: int
+    exhausted: bool
+    generated_groups: int
+    generated_samples: int
+    generated_tokens: int
+    sampling_rounds: int
+    limited_by: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot."""
+        data = attrs.asdict(self)
+        data["limited_by"] = list(self.limited_by)
+        return data
+
+
+def _as_policy(policy: object) -> GroupAdmissionPolicy:
+    if isinstance(policy, GroupAdmissionPolicy):
+        return policy
+    if policy is None or isinstance(policy, (GroupAdmissionConfig, Mapping)):
+        return GroupAdmissionPolicy(policy)
+    msg = (
+        "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None "
+        f"(got {describe(policy)})"
+    )
+    raise TypeError(msg)
+
+
+def _as_controller(budget: object) -> SamplingBudgetController:
+    if isinstance(budget, SamplingBudgetController):
+        return budget
+    if budget is None or isinstance(budget, (SamplingBudgetConfig, Mapping)):
+        return SamplingBudgetController(budget)
+    msg = (
+        "'budget' must be a SamplingBudgetController, a SamplingBudgetConfig, a mapping or None "
+        f"(got {describe(budget)})"
+    )
+    raise TypeError(msg)
+
+
+def _check_count(value: object, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        msg = f"'{name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    if value < minimum:
+        msg = f"'{name}' must be >= {minimum} (got {value})"
+        raise ValueError(msg)
+    return int(value)
+
+
+def _check_step_label(step: object) -> StepLabel:
+    if step is None or isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool)):
+        return step
+    if isinstance(step, np.integer):
+        return int(step)
+    msg = f"'step' must be an int, a str or None (got {describe(step)})"
+    raise TypeError(msg)
+
+
+class AdmissionSession:
+    """
+    The admission loop: judge groups, count them, apply drop limits, plan resampling.
+
+    One session serves one training run (or one worker of it). Every call is thread-safe.
+    A step with a target runs::
+
+        session.begin_step(target_groups=16)
+        verdicts = session.judge_batch(rewards)           # the first round
+        while (plan := session.plan(num_generations=8)).extra_groups:
+            verdicts = session.judge_batch(sample(plan.extra_groups))
+        report = session.end_step()                      # cost, surplus, exhaustion
+
+    Hosts that launch groups one at a time call :meth:`judge` per group and ask
+    :meth:`can_launch` before launching another. Hosts without a step target (a filter
+    that only keeps or drops) call :meth:`judge` and never begin a step.
+
+    Args:
+        policy: The admission policy, or a config or mapping for one (``None``: admit
+            every well-formed group).
+        budget: The sampling budget: a controller, a :class:`SamplingBudgetConfig` or a
+            mapping (``None``: no resampling, so a short step is exhausted at once).
+        limits: The drop limits (:class:`DropLimits` or a mapping; ``None``: none).
+        host: The host's name, used in error messages.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        *,
+        budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
+        limits: DropLimits | Mapping[str, Any] | None = None,
+        host: str = "host",
+    ) -> None:
+        if not isinstance(host, str):
+            msg = f"'host' must be a string (got {describe(host)})"
+            raise TypeError(msg)
+        self._policy = _as_policy(policy)
+        self._controller = _as_controller(budget)
+        self._limits = coerce_config(DropLimits, limits, name="limits")
+        self._host = host
+        self._lock = threading.RLock()
+        self._stats = AdmissionStats()
+        self._step_stats = AdmissionStats()
+        self._round = AdmissionStats()
+        self._round_samples = 0
+        self._round_tokens = 0
+        self._windows: OrderedDict[StepLabel, list[int]] = OrderedDict()
+        self._streak: Counter[str] = Counter()
+        self._step = -1
+        self._step_open = False
+        self._target = 0
+        self._state: SamplingBudgetState | None = None
+        self._plan: ResamplePlan | None = None
+
+    # -- what the session holds ----------------------------------------------------
+    @property
+    def policy(self) -> GroupAdmissionPolicy:
+        """The admission policy."""
+        return self._policy
+
+    @property
+    def controller(self) -> SamplingBudgetController:
+        """The budget controller (its default config allows no resampling)."""
+        return self._controller
+
+    @property
+    def limits(self) -> DropLimits:
+        """The drop limits."""
+        return self._limits
+
+    @property
+    def host(self) -> str:
+        """The host's name, as used in error messages."""
+        return self._host
+
+    @property
+    def stats(self) -> AdmissionStats:
+        """A copy of the counts over the session's lifetime."""
+        return AdmissionStats().merge(self._stats)
+
+    @property
+    def step_stats(self) -> AdmissionStats:
+        """A copy of the counts of the current (or last) step."""
+        return AdmissionStats().merge(self._step_stats)
+
+    @property
+    def step(self) -> int:
+        """The index of the current (or last) step; -1 before the first."""
+        return self._step
+
+    @property
+    def step_open(self) -> bool:
+        """Whether a step has begun and not ended."""
+        return self._step_open
+
+    @property
+    def target_groups(self) -> int:
+        """The current step's target."""
+        return self._target
+
+    @property
+    def budget_state(self) -> SamplingBudgetState | None:
+        """A copy of the current step's budget state, without the round in progress."""
+        with self._lock:
+            return None if self._state is None else attrs.evolve(self._state)
+
+    @property
+    def last_plan(self) -> ResamplePlan | None:
+        """The latest plan of the current step (``None`` before one)."""
+        return self._plan
+
+    @property
+    def consecutive_failures(self) -> int:
+        """The current streak of dropped external rejections."""
+        return sum(self._streak.values())
+
+    def __repr__(self) -> str:
+        return (
+            f"AdmissionSession({self._policy.config!r}, budget={self._controller.config!r}, "
+            f"limits={self._limits!r})"
+        )
+
+    # -- judging -------------------------------------------------------------------
+    def judge(
+        self,
+        rewards: Any,
+        completions: Sequence[str | None] | None = None,
+        *,
+        external_reasons: Sequence[str] | str = (),
+        rollout_ids: Sequence[Hashable] | None = None,
+        group_key: Hashable | None = None,
+        generated_tokens: int = 0,
+        step: StepLabel = None,
+    ) -> AdmissionVerdict:
+        """
+        Judge one group, count it, and apply the drop limits.
+
+        The arguments before ``generated_tokens`` are those of
+        :meth:`GroupAdmissionPolicy.evaluate`. ``generated_tokens`` feeds the token cap;
+        ``step`` labels the training step for step-scoped limits (default: the session's
+        current step).
+
+        Raises:
+            ConsecutiveFailedGroupsError: this group made the streak of dropped external
+                rejections reach ``limits.max_consecutive_failed_groups``.
+        """
+        decision = self._policy.evaluate(
+            rewards,
+            completions,
+            external_reasons=external_reasons,
+            rollout_ids=rollout_ids,
+            group_key=group_key,
+        )
+        return self.record(decision, generated_tokens=generated_tokens, step=step)
+
+    def record(
+        self,
+        decision: GroupAdmissionDecision,
+        *,
+        samples: int | None = None,
+        generated_tokens: int = 0,
+        step: StepLabel = None,
+    ) -> AdmissionVerdict:
+        """
+        Count a decision taken elsewhere and apply the drop limits, as :meth:`judge` does.
+
+        For hosts whose own rules amend the policy's decision before it counts.
+        ``samples`` is the group's generated samples (default: its size).
+        """
+        if not isinstance(decision, GroupAdmissionDecision):
+            msg = f"'decision' must be a GroupAdmissionDecision (got {describe(decision)})"
+            raise TypeError(msg)
+        size = decision.group_size if samples is None else _check_count(samples, "samples", 1)
+        tokens = _check_count(generated_tokens, "generated_tokens")
+        label = _check_step_label(step)
+        with self._lock:
+            keep, fallback = self._apply_limits(decision, label)
+            self._count(decision, fallback, size, tokens)
+            failure = self._note_outcome(decision, dropped=not keep)
+        if failure is not None:
+            raise ConsecutiveFailedGroupsError(failure)
+        return AdmissionVerdict(keep=keep, decision=decision, fallback_admitted=fallback)
+
+    def record_fallback(self, count: int = 1) -> None:
+        """
+        Count rejected groups that the host trained on anyway by a rule of its own.
+
+        For host-side fallbacks the session cannot see (slime's
+        ``keep_when_insufficient``); the session's own drop limits count theirs.
+
+        Raises:
+            ValueError: this would count more fallbacks than this step's rejections.
+        """
+        with self._lock:
+            # The step's counts are a part of the lifetime's: checking them first keeps both in step.
+            self._step_stats.record_fallback(count)
+            self._stats.record_fallback(count)
+
+    def judge_batch(
+        self,
+        rewards: Any,
+        completions: Sequence[Sequence[str | None]] | None = None,
+        *,
+        external_reasons: Sequence[Sequence[str] | str] | None = None,
+        rollout_ids: Any = None,
+        group_keys: Sequence[Hashable] | None = None,
+        generated_tokens: int = 0,
+        step: StepLabel = None,
+    ) -> BatchAdmissionVerdict:
+        """
+        Judge G groups of N members at once (see :meth:`GroupAdmissionPolicy.evaluate_batch`).
+
+        Counting is vectorised; with drop limits or a failure streak the limits are
+        applied group by group, in order, exactly as :meth:`judge` applies them.
+        ``generated_tokens`` is the whole batch's.
+        """
+        result = self._policy.evaluate_batch(
+            rewards,
+            completions,
+            external_reasons=external_reasons,
+            rollout_ids=rollout_ids,
+            group_keys=group_keys,
+        )
+        tokens = _check_count(generated_tokens, "generated_tokens")
+        label = _check_step_label(step)
+        if self._limits.caps_drops or self._limits.max_consecutive_failed_groups is not None:
+            return self._judge_rows(result, tokens, label)
+        with self._lock:
+            for stats in (self._stats, self._step_stats, self._round):
+                stats.add_many(result)
+            self._round_samples += len(result) * result.group_size
+            self._round_tokens += tokens
+            self._extend_streak(result)
+        keep = result.admitted
+        return BatchAdmissionVerdict(
+            keep=keep, fallback_admitted=np.zeros(len(result), dtype=bool), result=result
+        )
+
+    def _judge_rows(
+        self, result: BatchAdmissionResult, tokens: int, label: StepLabel
+    ) -> BatchAdmissionVerdict:
+        keep = np.zeros(len(result), dtype=bool)
+        fallback = np.zeros(len(result), dtype=bool)
+        for row in range(len(result)):
+            row_tokens = tokens if row == len(result) - 1 else 0  # the batch's tokens, counted once
+            verdict = self.record(result.decision(row), generated_tokens=row_tokens, step=label)
+            keep[row], fallback[row] = verdict.keep, verdict.fallback_admitted
+        return BatchAdmissionVerdict(keep=keep, fallback_admitted=fallback, result=result)
+
+    def _extend_streak(self, result: BatchAdmissionResult) -> None:
+        """The streak after a batch without limits: its trailing run of external rejections."""
+        external = result.reason_codes == RejectionReason.EXTERNAL.code
+        others = np.flatnonzero(~external)
+        if len(others):
+            self._streak.clear()
+        for row in range(int(others[-1]) + 1 if len(others) else 0, len(result)):
+            self._streak[result.external_reasons[row][0]] += 1
+
+    def _apply_limits(self, decision: GroupAdmissionDecision, label: StepLabel) -> tuple[bool, bool]:
+        """Whether the group is kept, and whether a limit forced it (under the lock)."""
+        limits = self._limits
+        if not limits.caps_drops:
+            return decision.admitted, False
+        key = "run" if limits.scope == "run" else (self._step if label is None else label)
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = [0, 0]
+            while len(self._windows) > _WINDOWS:
+                self._windows.popitem(last=False)
+        judged, dropped = window
+        keep = decision.admitted or (limits.forceable(decision) and not limits.drop_allowed(judged, dropped))
+        window[0] += 1
+        window[1] += not keep
+        return keep, keep and not decision.admitted
+
+    def _count(self, decision: GroupAdmissionDecision, fallback: bool, samples: int, tokens: int) -> None:
+        for stats in (self._stats, self._step_stats, self._round):
+            stats.add(decision, fallback_admitted=fallback)
+        self._round_samples += samples
+        self._round_tokens += tokens
+
+    def _note_outcome(self, decision: GroupAdmissionDecision, *, dropped: bool) -> str | None:
+        """Fold one outcome into the failure streak; return the error message at the limit."""
+        if not dropped or decision.reason is not RejectionReason.EXTERNAL:
+            self._streak.clear()
+            return None
+        self._streak[decision.external_reasons[0] if decision.external_reasons else "external"] += 1
+        limit = self._limits.max_consecutive_failed_groups
+        count = sum(self._streak.values())
+        if limit is None or count < limit:
+            return None
+        details = ", ".join(f"{reason} x{n}" for reason, n in self._streak.most_common())
+        self._streak.clear()
+        return (
+            f"{count} consecutive groups were rejected as external ({details}): the {self._host} "
+            "rollout is not producing usable groups, so the run stops here. Fix the generation or "
+            "reward path that fails, or raise 'max_consecutive_failed_groups' "
+            f"(now {limit}) in the group_admission settings."
+        )
+
+    # -- the step ------------------------------------------------------------------
+    def begin_step(self, target_groups: int) -> None:
+        """
+        Start a step that needs ``target_groups`` kept groups.
+
+        The budget state starts afresh but keeps the rate estimate of the previous step.
+        An open step is ended first (its report is discarded).
+        """
+        target = _check_count(target_groups, "target_groups")
+        with self._lock:
+            if self._step_open:
+                self.end_step()
+            self._step += 1
+            self._step_open = True
+            self._target = target
+            self._state = self._controller.new_state(carry_rate_from=self._state)
+            self._step_stats = AdmissionStats()
+            self._plan = None
+
+    def _require_step(self, what: str) -> SamplingBudgetState:
+        if not self._step_open or self._state is None:
+            msg = f"call begin_step(target_groups) before {what}()"
+            raise StepLifecycleError(msg)
+        return self._state
+
+    def _fold_round(self, state: SamplingBudgetState) -> None:
+        """Close the round in progress: fold the groups judged since the last plan into the state."""
+        if not self._round.candidates:
+            return
+        self._controller.observe_round(
+            state, self._round, generated_samples=self._round_samples, generated_tokens=self._round_tokens
+        )
+        self._round = AdmissionStats()
+        self._round_samples = self._round_tokens = 0
+
+    def _group_size(self, state: SamplingBudgetState, num_generations: int | None) -> int:
+        if num_generations is not None:
+            return _check_count(num_generations, "num_generations", 1)
+        samples = state.generated_samples + self._round_samples
+        groups = state.generated_groups + self._round.candidates
+        return max(1, -(-samples // groups)) if groups else 1
+
+    def plan(
+        self, num_generations: int | None = None, *, estimated_tokens_per_group: float | None = None
+    ) -> ResamplePlan:
+        """
+        Close the round in progress and plan the next one towards the step's target.
+
+        Args:
+            num_generations: Samples per group of the next round (default: the mean
+                group size seen this step, rounded up).
+            estimated_tokens_per_group: An upper bound of tokens per group, which makes
+                the token cap hard (default: the observed mean).
+
+        Raises:
+            StepLifecycleError: no step is open.
+        """
+        with self._lock:
+            state = self._require_step("plan")
+            self._fold_round(state)
+            self._plan = self._controller.plan_resampling(
+                state,
+                target_groups=self._target,
+                num_generations=self._group_size(state, num_generations),
+                estimated_tokens_per_group=estimated_tokens_per_group,
+            )
+            return self._plan
+
+    def can_launch(
+        self,
+        groups: int = 1,
+        *,
+        in_flight: int = 0,
+        num_generations: int | None = None,
+        estimated_tokens_per_group: float | None = None,
+    ) -> bool:
+        """
+        Whether ``groups`` more groups fit under the caps, beside ``in_flight`` already launched.
+
+        Groups judged since the last :meth:`plan` belong to the round in progress, and so
+        do the new ones; with no round in progress they open one (the round cap applies).
+
+        Raises:
+            StepLifecycleError: no step is open.
+        """
+        wanted = _check_count(groups, "groups", 1) + _check_count(in_flight, "in_flight")
+        with self._lock:
+            state = self._require_step("can_launch")
+            pending = self._round.candidates
+            view = attrs.evolve(
+                state,
+                sampling_rounds=state.sampling_rounds + (1 if pending else 0),
+                generated_groups=state.generated_groups + pending,
+                generated_samples=state.generated_samples + self._round_samples,
+                generated_tokens=state.generated_tokens + self._round_tokens,
+                admitted_groups=state.admitted_groups + self._round.admitted,
+                rejected_groups=state.rejected_groups + self._round.rejected,
+            )
+            return self._controller.can_generate(
+                view,
+                wanted,
+                target_groups=self._target,
+                num_generations=self._group_size(state, num_generations),
+                estimated_tokens_per_group=estimated_tokens_per_group,
+                new_round=not pending,
+            )
+
+    def end_step(self) -> StepReport:
+        """
+        Close the step: fold the last round and report what it cost and kept.
+
+        Raises:
+            StepLifecycleError: no step is open.
+        """
+        with self._lock:
+            state = self._require_step("end_step")
+            self._fold_round(state)
+            final = self._controller.plan_resampling(
+                state, target_groups=self._target, num_generations=self._group_size(state, None)
+            )
+            kept = self._step_stats.admitted + self._step_stats.fallback_admitted
+            self._step_open = False
+            return StepReport(
+                step=self._step,
+                target_groups=self._target,
+                admitted_groups=state.admitted_groups,
+                kept_groups=kept,
+                trained_groups=min(kept, self._target),
+                surplus_groups=max(0, kept - self._target),
+                short_groups=max(0, self._target - kept),
+                exhausted=kept < self._target and final.exhausted,
+                generated_groups=state.generated_groups,
+                generated_samples=state.generated_samples,
+                generated_tokens=state.generated_tokens,
+                sampling_rounds=state.sampling_rounds,
+                limited_by=final.limited_by,
+            )
+
+    # -- persistence and distribution ---------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """
+        A JSON-safe snapshot of everything that shapes later verdicts and plans.
+
+        It includes the configuration, so that :meth:`load_state_dict` can refuse a
+        state saved under different settings.
+        """
+        with self._lock:
+            return session_state(self)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """
+        Restore :meth:`state_dict` output exactly, or refuse it.
+
+        Raises:
+            CheckpointError: the state is malformed, contradictory, or was saved under a
+                different policy, budget or limits configuration. The session is left
+                unchanged.
+        """
+        restored = restore_session(state, self)
+        with self._lock:
+            for name, value in restored.items():
+                setattr(self, name, value)
+
+    def all_reduce(self, group: Any = None) -> AdmissionStats:
+        """The lifetime counts summed over every ``torch.distributed`` rank (needs torch)."""
+        return self.stats.all_reduce(group)
