@@ -45,7 +45,7 @@ def _adapter_kept(tq, metric: str, uids: list[str]) -> set[str]:
     sampler = make_sampler(lambda k: k, policy={"min_reward_std": 1e-9, "gate_on": [metric]})
     sampler._sync_metadata_from_transfer_queue()
     verdicts = sampler.judge_terminal_groups("train", set(uids))
-    return {uid for uid, verdict in verdicts.items() if bool(verdict.keep[0])}
+    return {uid for uid, verdict in verdicts.items() if verdict.keep}
 
 
 @pytest.mark.parametrize("metric", ["acc", "score", "reward"])
@@ -81,8 +81,8 @@ def test_phantom_groups_rejected_on_outcome_kept_by_verl_on_score(tq) -> None:
     verdicts = sampler.judge_terminal_groups("train", set(rollout.uids))
 
     assert phantom | informative == kept_by_verl_on_score
-    assert informative == {uid for uid, v in verdicts.items() if bool(v.keep[0])}
-    assert {"exact_dead"} == {v.result.reasons()[0] for uid, v in verdicts.items() if uid in phantom}
+    assert informative == {uid for uid, v in verdicts.items() if v.keep}
+    assert {"exact_dead"} == {v.decision.reason.value for uid, v in verdicts.items() if uid in phantom}
 
 
 def test_identical_decimal_rewards_verl_keeps_from_rounding(tq) -> None:

@@ -13,7 +13,7 @@ pytest.importorskip(
 from verl.trainer.ppo.v1.utils import MetricsAggregator
 
 from doubles.verl_rollout import FakeRollout, dapo_member, make_builtin, make_sampler
-from group_admission.adapters.verl import AdmissionExhaustedError
+from group_admission import BudgetExhaustedError
 
 N = 4
 TARGET = 4
@@ -42,12 +42,12 @@ def test_all_dead_stream_stops_within_the_caps(tq) -> None:
     """An all-hard stream ends after target + max_extra_groups groups and max_resample_rounds refills."""
     rollout, sampler = _step(tq, all_dead, budget=BUDGET)
 
-    with pytest.raises(AdmissionExhaustedError, match="admitted 0 of 4 target groups") as caught:
+    with pytest.raises(BudgetExhaustedError, match="kept 0 of 4 target groups") as caught:
         sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
 
     assert rollout.prompts <= TARGET + BUDGET["max_extra_groups"]
     assert len(rollout.refills) <= BUDGET["max_resample_rounds"]
-    assert "Nothing was admitted" in str(caught.value)
+    assert "Nothing was kept" in str(caught.value)
     assert sampler.last_report.exhausted
     assert {} == {k: v for k, v in (tq.kv_list() or {}).items() if v}  # nothing left behind
 
@@ -103,7 +103,7 @@ def test_short_step_raises_when_asked(tq) -> None:
         tq, every_third_alive, budget={"max_extra_groups": 4, "max_resample_rounds": 1}, on_exhausted="raise"
     )
 
-    with pytest.raises(AdmissionExhaustedError, match="on_exhausted is 'raise'"):
+    with pytest.raises(BudgetExhaustedError, match="on_exhausted is 'raise'"):
         sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
 
 
@@ -115,7 +115,7 @@ def test_refill_reaches_the_target_and_discards_surplus(tq) -> None:
 
     assert TARGET * N == len(batch.keys)
     assert 0 == metrics["group_admission/exhausted"]
-    assert metrics["group_admission/rounds"] == 1 + len(rollout.refills)
+    assert metrics["group_admission/sampling_rounds"] == 1 + len(rollout.refills)
     assert metrics["group_admission/generated_groups"] == rollout.prompts
     selected = {key.split("_")[0] for key in batch.keys}
     assert all(rollout.uids.index(uid) % 3 == 0 for uid in selected)
@@ -138,9 +138,9 @@ def test_metrics_reach_verl_step_metrics(tq) -> None:
         "group_admission/target_groups",
         "group_admission/admitted_groups",
         "group_admission/generated_groups",
-        "group_admission/rounds",
+        "group_admission/sampling_rounds",
         "group_admission/exhausted",
-        "group_admission/rejected/exact_dead",
+        "group_admission/step/exact_dead_group_count",
         "group_admission/total/admitted_group_count",
     ):
         assert sample_metrics[key] == step_metrics[key], key

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ._checkpoint import AdmissionCheckpointCallback
 from ._checkpoint_state import STATE_FILE
 from ._metrics import METRIC_PREFIX
-from ._replay_buffer import AdmissionExhaustedError, AdmissionReplayBuffer
+from ._replay_buffer import AdmissionReplayBuffer
 from ._settings import VerlAdmissionSettings
 from ._versions import SUPPORTED_VERSIONS
 
@@ -26,7 +26,6 @@ __all__ = [
     "STATE_FILE",
     "SUPPORTED_VERSIONS",
     "AdmissionCheckpointCallback",
-    "AdmissionExhaustedError",
     "AdmissionReplayBuffer",
     "VerlAdmissionSettings",
 ]

@@ -76,7 +76,6 @@ class GroupRewards:
     rollout_ids: list[str]
     external: tuple[str, ...]
     generated_tokens: int
-    sessions: int
 
 
 def build_group(
@@ -108,5 +107,4 @@ def build_group(
         rollout_ids=sessions,
         external=tuple(external),
         generated_tokens=tokens,
-        sessions=len(set(sessions)),
     )

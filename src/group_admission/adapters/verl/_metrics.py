@@ -2,50 +2,44 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ..._budget import ResamplePlan
-from ..._metrics import AdmissionStats
-from ._interim_session import StepReport
+from ..._session import AdmissionSession, StepReport
 
 __all__ = ["METRIC_PREFIX", "step_metrics"]
 
 #: verl merges ``sample()``'s second return value into the step's metrics as they are.
 METRIC_PREFIX = "group_admission/"
 
+_REPORT_FIELDS = (
+    "target_groups",
+    "admitted_groups",
+    "kept_groups",
+    "trained_groups",
+    "surplus_groups",
+    "short_groups",
+    "generated_groups",
+    "generated_samples",
+    "generated_tokens",
+    "sampling_rounds",
+)
 
-def step_metrics(
-    report: StepReport,
-    plan: ResamplePlan,
-    stats: AdmissionStats,
-    rejections: Counter[str],
-    trained_groups: int,
-    discarded_groups: int,
-) -> dict[str, int | float]:
+
+def step_metrics(report: StepReport, plan: ResamplePlan, session: AdmissionSession) -> dict[str, int | float]:
     """
-    One training step's admission metrics, plus the run's cumulative counts.
+    One training step's admission metrics: the step report, the step's and the run's counts.
 
-    Every value is an int or float: verl's ``MetricsAggregator`` silently drops bools.
-    Per-step keys: ``target_groups``, ``admitted_groups``, ``trained_groups``,
-    ``discarded_surplus_groups``, ``generated_groups``, ``generated_samples``,
-    ``rounds``, ``resample_rounds``, ``exhausted`` (0/1), ``effective_rate`` and
-    ``rejected/<reason>``; cumulative keys live under ``total/``.
+    Every value is an int or float, because verl's ``MetricsAggregator`` silently drops
+    bools: ``exhausted`` is 0 or 1, and each binding cap of the step's last plan is a
+    ``limited_by/<cap>`` key set to 1. The step's counts (``AdmissionStats`` names) live
+    under ``step/``, the run's under ``total/``.
     """
     prefix = METRIC_PREFIX
-    metrics: dict[str, int | float] = {
-        f"{prefix}target_groups": report.target_groups,
-        f"{prefix}admitted_groups": report.admitted_groups,
-        f"{prefix}trained_groups": trained_groups,
-        f"{prefix}discarded_surplus_groups": discarded_groups,
-        f"{prefix}generated_groups": report.generated_groups,
-        f"{prefix}generated_samples": report.generated_samples,
-        f"{prefix}rounds": report.rounds,
-        f"{prefix}resample_rounds": max(0, report.rounds - 1),
-        f"{prefix}exhausted": int(report.exhausted),
-        f"{prefix}effective_rate": float(plan.effective_rate),
-    }
-    for reason, count in sorted(rejections.items()):
-        metrics[f"{prefix}rejected/{reason}"] = count
-    for name, value in stats.metrics().items():
-        metrics[f"{prefix}total/{name}"] = value
+    metrics: dict[str, int | float] = {f"{prefix}{name}": getattr(report, name) for name in _REPORT_FIELDS}
+    metrics[f"{prefix}exhausted"] = int(report.exhausted)
+    metrics[f"{prefix}effective_rate"] = float(plan.effective_rate)
+    for cap in report.limited_by:
+        metrics[f"{prefix}limited_by/{cap}"] = 1
+    for scope, stats in (("step", session.step_stats), ("total", session.stats)):
+        for name, value in stats.metrics().items():
+            metrics[f"{prefix}{scope}/{name}"] = value
     return metrics

@@ -15,6 +15,7 @@ import attrs
 
 from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
+from ..._limits import DropLimits
 from ..._loading import coerce_config, from_mapping
 from ..._validation import (
     as_float,
@@ -53,10 +54,8 @@ def _check_no_similarity(_inst: object, attribute: attrs.Attribute[Any], value: 
         raise ValueError(msg)
 
 
-def _check_limits(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, Mapping):
-        msg = f"'{attribute.name}' must be null or a mapping of DropLimits fields (got {describe(value)})"
-        raise TypeError(msg)
+def _as_limits(value: Any) -> DropLimits:
+    return coerce_config(DropLimits, value, name="limits")
 
 
 @attrs.frozen(kw_only=True)
@@ -72,14 +71,15 @@ class VerlAdmissionSettings:
             The redundancy gate is not supported (the buffer holds no texts).
         budget: :class:`SamplingBudgetConfig` fields: the hard caps on refills. The
             defaults allow none, so a step trains on what its first round admitted.
-        limits: ``DropLimits`` fields for the session, or ``None``.
-        num_generations: Samples per prompt (``actor_rollout_ref.rollout.n``); ``None``
-            reads it from the trajectories (the most sessions seen in one group).
+        limits: :class:`DropLimits` fields (``None``: none). A rejected group a limit
+            forces through is trained on and counted as ``fallback_admitted``.
+        num_generations: Samples per prompt (``actor_rollout_ref.rollout.n``), for the
+            sample cap; ``None`` lets the session use the mean group size it has seen.
         gen_batch_size: verl's ``data.gen_batch_size``: refills are whole multiples of
             it, rounded down so that no cap is exceeded. Use 1 for exact refills.
         on_exhausted: What a step does when the caps stop refills before the target is
             met: ``"train"`` trains on the admitted groups (verl pads the batch);
-            ``"raise"`` stops the run with :class:`AdmissionExhaustedError`. A step that
+            ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`. A step that
             admitted nothing always raises: there is nothing to train on.
         checkpoint_dir: verl's ``trainer.default_local_dir``. On resume, the session state
             saved by :class:`AdmissionCheckpointCallback` is read from its
@@ -93,7 +93,7 @@ class VerlAdmissionSettings:
         factory=GroupAdmissionConfig, converter=as_policy_config, validator=_check_no_similarity
     )
     budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=_as_budget)
-    limits: Mapping[str, Any] | None = attrs.field(default=None, validator=_check_limits)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=_as_limits)
     num_generations: int | None = attrs.field(
         default=None,
         converter=attrs.converters.optional(as_int),
