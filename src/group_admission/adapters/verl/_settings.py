@@ -80,7 +80,7 @@ class VerlAdmissionSettings:
         on_exhausted: What a step does when the caps stop refills before the target is
             met: ``"train"`` trains on the admitted groups (verl pads the batch);
             ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`. A step that
-            admitted nothing always raises: there is nothing to train on.
+            kept nothing always raises: there is nothing to train on.
         checkpoint_dir: verl's ``trainer.default_local_dir``. On resume, the session state
             saved by :class:`AdmissionCheckpointCallback` is read from its
             ``global_step_<N>`` folder. ``None`` turns resuming off.
