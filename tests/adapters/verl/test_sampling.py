@@ -172,3 +172,34 @@ def test_validation_uses_verl_sampling(tq) -> None:
 
     assert 2 * N == len(batch.keys)
     assert not any(key.startswith("group_admission/") for key in metrics)
+
+
+def test_failed_group_without_trajectories_is_rejected_as_external(tq) -> None:
+    """A prompt whose every session failed has nothing to train on: external, never selected."""
+    _rollout, sampler = _step(
+        tq, every_third_alive, budget={"max_extra_groups": 40, "max_resample_rounds": 5}
+    )
+    tq.kv_batch_put(
+        keys=["failed"],
+        partition_id="train",
+        tags=[{"is_prompt": True, "status": "failure", "global_steps": 1}],
+    )
+
+    batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
+
+    assert not any(key.startswith("failed_") for key in batch.keys)
+    assert 1 == metrics["group_admission/step/externally_rejected_group_count"]
+    assert 1 == sampler.session.step_stats.external_details["no_trajectories"]
+
+
+def test_drop_limits_force_rejected_groups_through(tq) -> None:
+    """With limits.max_rejected_groups=0 the session keeps gate rejections as fallbacks: no refill."""
+    rollout, sampler = _step(tq, all_dead, budget=BUDGET, limits={"max_rejected_groups": 0})
+
+    batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
+
+    assert TARGET * N == len(batch.keys)
+    assert [] == rollout.refills
+    assert 0 == metrics["group_admission/admitted_groups"]
+    assert TARGET == metrics["group_admission/kept_groups"]
+    assert TARGET == metrics["group_admission/step/fallback_admitted_group_count"]

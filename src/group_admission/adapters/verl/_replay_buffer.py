@@ -143,11 +143,13 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         """
         keys = keys_by_uid(self.partitions[partition_id], uids)
         groups = self._read_groups(partition_id, keys, self.settings.components)
+        # No trajectory: one missing value per component, so the policy sees the same shape.
+        empty = {name: [None] for name in self.settings.components}
         verdicts: dict[str, AdmissionVerdict] = {}
         for uid in sorted(uids):
             group = groups.get(uid)
             verdicts[uid] = (
-                self.session.judge([None], external_reasons=("no_trajectories",), group_key=uid)
+                self.session.judge(empty, external_reasons=("no_trajectories",), group_key=uid)
                 if group is None
                 else self._judge_group(group)
             )
