@@ -92,3 +92,16 @@ def test_identical_decimal_rewards_verl_keeps_from_rounding(tq) -> None:
 
     assert set(rollout.uids) == _builtin_kept(tq, "score", rollout.uids)
     assert set() == _adapter_kept(tq, "score", rollout.uids)
+
+
+def test_a_component_the_reward_manager_does_not_write_is_named(tq) -> None:
+    """gate_on naming an absent component fails at the first group, listing what is there."""
+    from group_admission import ConfigurationError
+
+    rollout = FakeRollout(tq, lambda index: [dapo_member(1.0), dapo_member(0.0)])
+    rollout.submit(1)
+    sampler = make_sampler(lambda k: k, policy={"min_reward_std": 1e-9, "gate_on": ["accuracy"]})
+    sampler._sync_metadata_from_transfer_queue()
+
+    with pytest.raises(ConfigurationError, match=r"'accuracy'.*has: \['acc', 'overlong_reward', 'score'\]"):
+        sampler.judge_terminal_groups("train", set(rollout.uids))

@@ -20,7 +20,7 @@ class AdmissionCheckpointCallback(CheckpointCallback):  # type: ignore[misc]
     :class:`AdmissionReplayBuffer` reads it back from ``sampler_kwargs.checkpoint_dir``.
     A trainer whose replay buffer is not an :class:`AdmissionReplayBuffer` is left alone.
 
-    .. versionadded:: 0.1.0
+    .. versionadded:: 0.2.0
     """
 
     def on_save(

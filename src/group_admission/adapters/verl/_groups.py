@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from ..._exceptions import ConfigurationError
 from .._adapter_runtime import scalar_reward
 from ._settings import CANONICAL_REWARD
 
@@ -39,10 +40,6 @@ def keys_by_uid(keys: Iterable[str], uids: Iterable[str]) -> dict[str, list[str]
     return {uid: sorted(grouped[uid]) for uid in grouped}
 
 
-class MissingComponentError(KeyError):
-    """A gated component is absent from a trajectory's ``reward_extra_info``."""
-
-
 def component_value(name: str, extra_fields: Any, rm_scores: Any) -> Any:
     """
     One trajectory's value of the reward component ``name``, unconverted.
@@ -52,7 +49,8 @@ def component_value(name: str, extra_fields: Any, rm_scores: Any) -> Any:
     ``extra_fields["reward_extra_info"]``.
 
     Raises:
-        MissingComponentError: ``reward_extra_info`` has no ``name``.
+        ConfigurationError: ``reward_extra_info`` has no ``name``: ``gate_on`` names a
+            component the reward manager does not write (verl's own filter raises too).
     """
     if name == CANONICAL_REWARD:
         return None if rm_scores is None else float(rm_scores.sum().item())
@@ -63,7 +61,7 @@ def component_value(name: str, extra_fields: Any, rm_scores: Any) -> Any:
             f"reward component {name!r} (policy.gate_on) is not in the trajectory's reward_extra_info "
             f"(has: {sorted(info)}); name a component your reward manager writes, or 'reward'"
         )
-        raise MissingComponentError(msg)
+        raise ConfigurationError(msg)
     return info[name]
 
 

@@ -86,7 +86,7 @@ class VerlAdmissionSettings:
             ``global_step_<N>`` folder. ``None`` turns resuming off.
         poll_interval: Seconds between polls of the TransferQueue (verl's default is 2).
 
-    .. versionadded:: 0.1.0
+    .. versionadded:: 0.2.0
     """
 
     policy: GroupAdmissionConfig = attrs.field(
