@@ -1,0 +1,280 @@
+"""``AdmissionGRPOTrainer``: TRL's ``GRPOTrainer`` with group admission and bounded resampling."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from accelerate.utils import gather, gather_object
+from trl.trainer.grpo_trainer import GRPOTrainer
+
+from ..._budget import ResamplePlan, SamplingBudgetConfig
+from ..._config import GroupAdmissionConfig
+from ..._policy import GroupAdmissionPolicy
+from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
+from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
+from ._rounds import PromptStream, merge_rounds
+
+__all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
+
+#: The file, in each checkpoint folder, that holds the admission statistics and budget state.
+STATE_FILE = "group_admission_state.json"
+_PREFIX = "group_admission/"
+
+# The mixin is typed against GRPOTrainer but inherits from object, so users can put it in
+# front of their own GRPOTrainer subclass.
+_Base: Any = GRPOTrainer if TYPE_CHECKING else object
+
+
+def _completion_text(completion: Any) -> str:
+    """The text of a completion: a string, or the content of a conversational turn list."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(str(turn.get("content", "")) for turn in completion)
+
+
+class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by mypy
+    """
+    Group admission and bounded resampling for any ``GRPOTrainer`` subclass.
+
+    Put it first in the bases (``class MyTrainer(AdmissionMixin, MyGRPOTrainer)``) and
+    pass ``admission=`` and ``budget=`` to the constructor; everything else goes to the
+    trainer unchanged. See :class:`AdmissionGRPOTrainer`.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        admission: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.admission_session = AdmissionSession(admission, budget=budget, host="trl")
+        self._check_gate_on(self.admission_session.policy.config.gate_on)
+        self._admission_prompts: PromptStream | None = None
+        if budget is not None:
+            if self.accelerator.num_processes > 1:
+                msg = (
+                    "'budget' (resampling) runs on one process in this version "
+                    f"(got num_processes={self.accelerator.num_processes}); use budget=None "
+                    "to keep admission masking, which works with any number of processes"
+                )
+                raise ValueError(msg)
+            self._admission_prompts = PromptStream(self.train_dataset, self.args.seed + 1)
+        self._captured: tuple[torch.Tensor, list[Any]] | None = None
+        self.last_step_report: StepReport | None = None
+
+    def _check_gate_on(self, gate_on: tuple[str, ...] | None) -> None:
+        names = list(self.reward_func_names)
+        if gate_on is None:
+            return
+        unknown = [name for name in gate_on if name not in names]
+        if unknown:
+            msg = f"'gate_on' must name entries of reward_func_names {names!r} (got unknown {unknown!r})"
+            raise ValueError(msg)
+        ambiguous = sorted({name for name in gate_on if names.count(name) > 1})
+        if ambiguous:
+            msg = (
+                f"'gate_on' names {ambiguous!r}, which several reward functions share in "
+                f"reward_func_names {names!r}; give them distinct __name__s"
+            )
+            raise ValueError(msg)
+
+    # -- TRL hooks ---------------------------------------------------------------------
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> torch.Tensor:
+        rewards: torch.Tensor = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        # Gathered (B_global, n_funcs): every rank sees the same rewards, hence the same verdicts.
+        self._captured = (rewards, completions)
+        return rewards
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if not self.model.training:  # evaluation measures the policy; nothing is trained
+            evaluated: dict[str, Any] = super()._generate_and_score_completions(inputs)
+            return evaluated
+        session, size = self.admission_session, self.num_generations
+        first = self._generate_round(inputs)
+        groups = first["advantages"].size(0) * self.accelerator.num_processes // size
+        session.begin_step(groups)
+        verdict = self._judge(first)
+        rounds, filled = [first], verdict.keep.copy()
+        slots = [(0, group) for group in range(groups)]
+        plan = session.plan(num_generations=size)
+        while plan.extra_groups > 0 and self._admission_prompts is not None:
+            extra = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
+            _fill_slots(slots, filled, self._judge(extra).keep, len(rounds))
+            rounds.append(extra)
+            plan = session.plan(num_generations=size)
+        report = session.end_step()
+        output = first if len(rounds) == 1 else self._merge(rounds, slots)
+        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()))
+        self.last_step_report = report
+        return self._mask(output, filled)
+
+    def _generate_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        rewards, _ = self._captured_round()
+        trained = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
+        trained[torch.isnan(rewards).all(dim=1)] = torch.nan
+        # TRL's value reads 0 or 1 for the whole batch under scale_rewards="batch".
+        self._metrics["train"]["frac_reward_zero_std"][-1] = zero_std_fraction(trained, self.num_generations)
+        return output
+
+    def _captured_round(self) -> tuple[torch.Tensor, list[Any]]:
+        if self._captured is None:
+            msg = "GRPOTrainer did not call _calculate_rewards; this trl version is not supported"
+            raise RuntimeError(msg)
+        return self._captured
+
+    def _judge(self, output: dict[str, Any]) -> BatchAdmissionVerdict:
+        rewards, completions = self._captured_round()
+        self._captured = None
+        config = self.admission_session.policy.config
+        texts = None
+        if config.similarity_gate_enabled:
+            flat = [_completion_text(c) for c in gather_object(list(completions))]
+            texts = [flat[i : i + self.num_generations] for i in range(0, len(flat), self.num_generations)]
+        return self.admission_session.judge_batch(
+            session_rewards(
+                rewards,
+                list(self.reward_func_names),
+                self.reward_weights,
+                config.gate_on,
+                self.num_generations,
+            ),
+            texts,
+            generated_tokens=int(output["num_items_in_batch"].item()),
+        )
+
+    def _merge(self, rounds: Sequence[dict[str, Any]], slots: Sequence[tuple[int, int]]) -> dict[str, Any]:
+        size = self.num_generations
+        rows = [(r, group * size + member) for r, group in slots for member in range(size)]
+        return merge_rounds(rounds, rows, int(self._tokenizer.pad_token_id))
+
+    def _mask(self, output: dict[str, Any], filled: np.ndarray[Any, Any]) -> dict[str, Any]:
+        device = output["advantages"].device
+        keep = row_keep(filled, self.num_generations, device)
+        local = keep.size(0) // self.accelerator.num_processes
+        index = self.accelerator.process_index
+        return mask_rejected_rows(
+            output,
+            keep[index * local : (index + 1) * local],
+            loss_type=self.loss_type,
+            admitted_rows=int(keep.sum().item()),
+            total_rows=keep.size(0),
+            gather_sum=lambda value: gather(value).sum(),
+        )
+
+    def _log_step(self, report: StepReport, plan: ResamplePlan, rate_before: float, filled: int) -> None:
+        target = max(1, report.target_groups)
+        values: dict[str, float] = {
+            "target_groups": report.target_groups,
+            "admitted_groups": filled,
+            "masked_groups": report.target_groups - filled,
+            "generated_groups": report.generated_groups,
+            "surplus_groups": report.surplus_groups,
+            "rounds": report.sampling_rounds,
+            "exhausted": float(report.exhausted),
+            "informative_rate_before": rate_before,
+            "informative_rate_after": filled / target,
+            "cost_multiplier": report.generated_groups / target,
+            "effective_rate_estimate": plan.effective_rate,
+        }
+        for name, total in self.admission_session.stats.metrics().items():
+            values[f"total/{name}"] = total
+        for name, value in values.items():
+            self._metrics["train"][_PREFIX + name].append(float(value))
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if not self.args.should_save:
+            return
+        folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+        state = {"session": self.admission_session.state_dict()}
+        if self._admission_prompts is not None:
+            state["prompts"] = self._admission_prompts.state_dict()
+        with open(os.path.join(folder, STATE_FILE), "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        path = None if checkpoint is None else os.path.join(checkpoint, STATE_FILE)
+        if path is None or not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        self.admission_session.load_state_dict(state["session"])
+        if self._admission_prompts is not None and "prompts" in state:
+            self._admission_prompts.load_state_dict(state["prompts"])
+
+
+class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  # TRL is not followed by mypy
+    """
+    TRL's ``GRPOTrainer`` that trains only on admitted prompt groups.
+
+    Built exactly like ``GRPOTrainer``, plus:
+
+    Args:
+        admission: A :class:`GroupAdmissionPolicy`, a :class:`GroupAdmissionConfig` or a
+            mapping of its fields. ``gate_on`` names entries of ``reward_func_names``
+            (e.g. ``reward_funcs=[accuracy, brevity], gate_on=["accuracy"]``).
+        budget: A :class:`SamplingBudgetConfig` or a mapping of its fields. When given,
+            a generation batch short of admitted groups is topped up with groups of fresh
+            prompts, generated with the same weights, within the budget's hard caps
+            (one process only). ``None``: admission masks rejected groups only.
+
+    A rejected group trains on nothing: zero advantage, masked out of the policy loss, KL
+    and entropy terms, and out of the loss normaliser. Metrics appear in TRL's logs under
+    ``group_admission/``; the statistics and budget state are saved with each checkpoint.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+def _fill_slots(
+    slots: list[tuple[int, int]], filled: np.ndarray[Any, Any], keep: np.ndarray[Any, Any], round_index: int
+) -> None:
+    """Put the admitted groups of a new round into the empty slots, in order (in place)."""
+    empty = iter(np.flatnonzero(~filled).tolist())
+    for group in np.flatnonzero(keep).tolist():
+        slot = next(empty, None)
+        if slot is None:
+            return  # surplus: more admitted groups than empty slots
+        slots[slot] = (round_index, group)
+        filled[slot] = True
+
+
+def session_rewards(
+    rewards: torch.Tensor,
+    names: list[str],
+    weights: torch.Tensor,
+    gate_on: tuple[str, ...] | None,
+    num_generations: int,
+) -> Any:
+    """
+    The session's input from TRL's gathered ``(B, n_funcs)`` rewards (NaN where ``None``).
+
+    Without ``gate_on``: the reward TRL trains on (the weighted sum). With it: the gated
+    columns, unweighted, as ``{name: (G, N)}``. A gated function that returns ``None`` for a
+    whole group does not apply to it and contributes 0, as in TRL's ``nansum``; a group where
+    no gated function applies, or with ``None`` for only some members, keeps its NaN.
+    """
+    if gate_on is None:
+        total = (rewards * weights.to(rewards.device)).nansum(dim=1)
+        total[torch.isnan(rewards).all(dim=1)] = torch.nan
+        return total.view(-1, num_generations).detach().cpu().double().numpy()
+    columns = torch.stack([rewards[:, names.index(name)] for name in gate_on])
+    grouped = columns.view(len(gate_on), -1, num_generations).detach().cpu().double()
+    absent = torch.isnan(grouped).all(dim=2, keepdim=True)
+    fill = absent & ~absent.all(dim=0, keepdim=True)
+    grouped = torch.where(fill, torch.zeros_like(grouped), grouped)
+    return {name: grouped[i].numpy() for i, name in enumerate(gate_on)}
