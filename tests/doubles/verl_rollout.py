@@ -32,13 +32,16 @@ class FakeRollout:
 
     ``submit(k)`` registers ``k`` prompts (``{"is_prompt": True, "status": "pending"}``,
     as ``PPOTrainer._submit_batch_to_rollout`` does), writes each session's trajectory
-    (key ``{uid}_{session}_0``, fields ``extra_fields``/``rm_scores``/``responses``, tags
-    ``status``/``response_len``/``global_steps``) and marks the prompt ``finished``.
-    It is verl's ``refill_fn`` for the samplers under test.
+    (key ``{uid}_{session}_{index}``, fields ``extra_fields``/``rm_scores``/``responses``,
+    tags ``status``/``response_len``/``global_steps``) and marks the prompt ``finished``.
+    ``outputs`` outputs per session model a multi-output agent loop, whose outputs all carry
+    the final output's reward, as verl copies it. It is verl's ``refill_fn`` for the samplers
+    under test.
     """
 
-    def __init__(self, tq: Any, stream: Stream, *, global_steps: int = 1) -> None:
+    def __init__(self, tq: Any, stream: Stream, *, global_steps: int = 1, outputs: int = 1) -> None:
         self.tq = tq
+        self.outputs = outputs
         self.stream = stream
         self.global_steps = global_steps
         self.prompts = 0
@@ -47,7 +50,6 @@ class FakeRollout:
 
     def submit(self, count: int) -> int:
         """Generate ``count`` groups and leave them finished in the queue."""
-        import torch
         from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
         for _ in range(count):
@@ -59,19 +61,10 @@ class FakeRollout:
             self.tq.kv_batch_put(keys=[uid], partition_id="train", tags=[prompt_tag])
             fields, tags, keys = [], [], []
             for session, (info, score) in enumerate(members):
-                response = torch.tensor([5, 6, 7], dtype=torch.int64)
-                rm_scores = torch.zeros(3, dtype=torch.float32)
-                rm_scores[-1] = score
-                keys.append(f"{uid}_{session}_0")
-                fields.append(
-                    {
-                        "responses": response,
-                        "rm_scores": rm_scores,
-                        "extra_fields": {"reward_extra_info": dict(info)},
-                        "uid": uid,
-                    }
-                )
-                tags.append({"status": "success", "response_len": 3, "global_steps": self.global_steps})
+                for index in range(self.outputs):
+                    keys.append(f"{uid}_{session}_{index}")
+                    fields.append(_trajectory(uid, info, score))
+                    tags.append({"status": "success", "response_len": 3, "global_steps": self.global_steps})
             self.tq.kv_batch_put(
                 keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags
             )
@@ -82,6 +75,20 @@ class FakeRollout:
         """verl's ``refill_fn``: record the request, then generate."""
         self.refills.append(count)
         return self.submit(count)
+
+
+def _trajectory(uid: str, info: dict[str, float], score: float) -> dict[str, Any]:
+    """The fields verl's agent loop stores for one output (those the samplers read)."""
+    import torch
+
+    rm_scores = torch.zeros(3, dtype=torch.float32)
+    rm_scores[-1] = score  # verl puts the reward on the last response token
+    return {
+        "responses": torch.tensor([5, 6, 7], dtype=torch.int64),
+        "rm_scores": rm_scores,
+        "extra_fields": {"reward_extra_info": dict(info)},
+        "uid": uid,
+    }
 
 
 def make_sampler(refill: Callable[[int], int], **sampler_kwargs: Any) -> Any:

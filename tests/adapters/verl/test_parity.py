@@ -105,3 +105,18 @@ def test_a_component_the_reward_manager_does_not_write_is_named(tq) -> None:
 
     with pytest.raises(ConfigurationError, match=r"'accuracy'.*has: \['acc', 'overlong_reward', 'score'\]"):
         sampler.judge_terminal_groups("train", set(rollout.uids))
+
+
+def test_outputs_of_one_session_count_once(tq) -> None:
+    """A multi-output agent loop's outputs are segments of one rollout: the group has N members."""
+    rollout = FakeRollout(tq, lambda index: [dapo_member(float(i % 2)) for i in range(N)], outputs=3)
+    rollout.submit(1)
+    sampler = make_sampler(lambda k: k, policy={"min_reward_std": 1e-9, "gate_on": ["acc"]})
+    sampler._sync_metadata_from_transfer_queue()
+
+    (verdict,) = sampler.judge_terminal_groups("train", set(rollout.uids)).values()
+
+    assert verdict.keep
+    assert 3 * N == verdict.decision.group_size
+    assert N == verdict.decision.unique_rollouts
+    assert set(rollout.uids) == _builtin_kept(tq, "acc", rollout.uids)
