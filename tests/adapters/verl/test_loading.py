@@ -35,7 +35,8 @@ def _doc_overrides() -> list[str]:
     text = (ROOT / "docs" / "adapters" / "verl.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n(.*?)```", text, re.DOTALL)
     assert block is not None
-    lines = [line.strip().rstrip("\\").strip() for line in block.group(1).splitlines()]
+    # The shell removes the quotes that protect ${...} from it; so do we.
+    lines = [line.strip().rstrip("\\").strip().replace("'", "") for line in block.group(1).splitlines()]
     return [line for line in lines if line and not line.startswith(("#", "python"))]
 
 
@@ -61,6 +62,7 @@ def test_docs_overrides_load_the_adapter() -> None:
     assert isinstance(buffer, ReplayBuffer)
     assert isinstance(callback, AdmissionCheckpointCallback)
     assert ("acc",) == buffer.settings.policy.gate_on
+    assert config.trainer.default_local_dir == buffer.settings.checkpoint_dir
 
 
 def test_cookbook_config_loads_the_adapter_for_gsm8k_grpo() -> None:
