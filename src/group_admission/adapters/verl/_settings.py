@@ -1,0 +1,130 @@
+"""
+The verl adapter's settings: ``trainer.v1.sampler.sampler_kwargs``, validated once.
+
+verl hands a custom sampler only its ``sampler_kwargs`` (not ``algorithm.filter_groups``,
+``data.train_batch_size`` or ``data.gen_batch_size``), so everything the adapter needs
+travels there. This module does not import verl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ..._budget import SamplingBudgetConfig
+from ..._config import GroupAdmissionConfig
+from ..._limits import DropLimits
+from ..._loading import coerce_config, from_mapping
+from ..._validation import (
+    as_float,
+    as_int,
+    check_finite,
+    check_ge,
+    check_gt,
+    check_int,
+    check_one_of,
+    check_optional,
+    check_real,
+    describe,
+)
+from .._adapter_runtime import as_policy_config
+
+__all__ = ["CANONICAL_REWARD", "ExhaustionAction", "VerlAdmissionSettings"]
+
+#: verl's name for the canonical pre-KL reward (the sum of a trajectory's ``rm_scores``).
+CANONICAL_REWARD = "reward"
+
+ExhaustionAction = Literal["train", "raise"]
+
+
+def _as_budget(value: Any) -> SamplingBudgetConfig:
+    return coerce_config(SamplingBudgetConfig, value, name="budget")
+
+
+def _check_no_similarity(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
+    # The sampler sees token ids, not texts, and has no tokenizer to decode them.
+    if value.similarity_gate_enabled:
+        msg = (
+            f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the verl adapter: "
+            "verl's replay buffer holds token ids, not completion texts (got "
+            f"{value.max_mean_pairwise_similarity!r})"
+        )
+        raise ValueError(msg)
+
+
+def _as_limits(value: Any) -> DropLimits:
+    return coerce_config(DropLimits, value, name="limits")
+
+
+@attrs.frozen(kw_only=True)
+class VerlAdmissionSettings:
+    """
+    The ``trainer.v1.sampler.sampler_kwargs`` of :class:`AdmissionReplayBuffer`.
+
+    Args:
+        policy: :class:`GroupAdmissionConfig` fields. ``gate_on`` names the
+            ``reward_extra_info`` components the gate measures (their sum), e.g. ``[acc]``
+            with DAPO's reward manager; ``reward`` names verl's canonical reward (the sum
+            of ``rm_scores``), which is what the gate measures when ``gate_on`` is unset.
+            The redundancy gate is not supported (the buffer holds no texts).
+        budget: :class:`SamplingBudgetConfig` fields: the hard caps on refills. The
+            defaults allow none, so a step trains on what its first round admitted.
+        limits: :class:`DropLimits` fields (``None``: none). A rejected group a limit
+            forces through is trained on and counted as ``fallback_admitted``.
+        num_generations: Samples per prompt (``actor_rollout_ref.rollout.n``), for the
+            sample cap; ``None`` lets the session use the mean group size it has seen.
+        gen_batch_size: verl's ``data.gen_batch_size``: refills are whole multiples of
+            it, rounded down so that no cap is exceeded. Use 1 for exact refills.
+        on_exhausted: What a step does when the caps stop refills before the target is
+            met: ``"train"`` trains on the admitted groups (verl pads the batch);
+            ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`. A step that
+            kept nothing always raises: there is nothing to train on.
+        checkpoint_dir: verl's ``trainer.default_local_dir``. On resume, the session state
+            saved by :class:`AdmissionCheckpointCallback` is read from its
+            ``global_step_<N>`` folder. ``None`` turns resuming off.
+        poll_interval: Seconds between polls of the TransferQueue (verl's default is 2).
+
+    .. versionadded:: 0.2.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(
+        factory=GroupAdmissionConfig, converter=as_policy_config, validator=_check_no_similarity
+    )
+    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=_as_budget)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=_as_limits)
+    num_generations: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+    gen_batch_size: int = attrs.field(default=1, converter=as_int, validator=(check_int, check_ge(1)))
+    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    checkpoint_dir: str | None = attrs.field(
+        default=None, validator=check_optional(attrs.validators.instance_of(str))
+    )
+    poll_interval: float = attrs.field(
+        default=2.0, converter=as_float, validator=(check_real, check_finite, check_gt(0))
+    )
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The reward components read per trajectory: ``gate_on``, else the canonical reward."""
+        return self.policy.gate_on or (CANONICAL_REWARD,)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> VerlAdmissionSettings:
+        """
+        Build the settings from ``sampler_kwargs`` (``None`` or empty: all defaults).
+
+        Raises:
+            TypeError: the value is not a mapping, or a setting has the wrong type.
+            ValueError: a key is unknown or a value is out of range.
+        """
+        if mapping is None:
+            return cls()
+        if not isinstance(mapping, Mapping):
+            msg = f"'trainer.v1.sampler.sampler_kwargs' must be a mapping (got {describe(mapping)})"
+            raise TypeError(msg)
+        return from_mapping(cls, mapping, source="'trainer.v1.sampler.sampler_kwargs'")

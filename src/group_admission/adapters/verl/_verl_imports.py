@@ -1,0 +1,41 @@
+"""
+The verl names the adapter builds on, imported once, with an install hint when verl is missing.
+
+Importing ``group_admission.adapters.verl`` imports verl (its v1 replay buffer needs the
+TransferQueue package); without them the import fails here with the pip line that fixes it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from ._versions import INSTALL_HINT, check_installed_version
+
+__all__ = ["CheckpointCallback", "KVBatchMeta", "ReplayBuffer", "SkipManager", "plain_container", "tq"]
+
+try:
+    with warnings.catch_warnings():
+        # verl warns at import about optional engines (megatron, mindspeed) a CPU host lacks.
+        warnings.simplefilter("ignore", UserWarning)
+        import transfer_queue as tq
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+        from transfer_queue import KVBatchMeta
+        from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        from verl.utils.skip import SkipManager
+except ImportError as exc:
+    msg = f"group_admission.adapters.verl requires verl with its v1 replay buffer ({exc}); {INSTALL_HINT}"
+    raise ImportError(msg, name=exc.name) from None
+
+check_installed_version()
+
+
+def plain_container(value: Any) -> Any:
+    """An OmegaConf ``DictConfig``/``ListConfig`` as plain, resolved dicts and lists."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, Mapping):
+        return {key: plain_container(item) for key, item in value.items()}
+    return value
