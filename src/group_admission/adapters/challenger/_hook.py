@@ -115,9 +115,7 @@ class ChallengerAdmission:
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         tokens_of: Callable[[Trajectory], int] | None = None,
     ) -> None:
-        if policy is not None and not isinstance(
-            policy, (GroupAdmissionPolicy, GroupAdmissionConfig, Mapping)
-        ):
+        if not isinstance(policy, (GroupAdmissionPolicy, GroupAdmissionConfig, Mapping, type(None))):
             msg = (
                 "'group_admission_policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, "
                 f"a mapping or None (got {describe(policy)})"
@@ -276,19 +274,17 @@ class ChallengerAdmission:
         return self._session.record(decision, generated_tokens=self._tokens(group))
 
     def _tokens(self, group: Group) -> int:
-        if self._tokens_of is None:
-            return 0
-        total = 0
-        for member in group:
-            tokens = self._tokens_of(member)
-            if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral):
-                msg = f"'tokens_of' must return an integer for each trajectory (got {describe(tokens)})"
-                raise TypeError(msg)
-            if tokens < 0:
-                msg = f"'tokens_of' must return >= 0 for each trajectory (got {tokens})"
-                raise ValueError(msg)
-            total += int(tokens)
-        return total
+        return sum(_token_count(self._tokens_of(member)) for member in group) if self._tokens_of else 0
+
+
+def _token_count(tokens: object) -> int:
+    if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral):
+        msg = f"'tokens_of' must return an integer for each trajectory (got {describe(tokens)})"
+        raise TypeError(msg)
+    if tokens < 0:
+        msg = f"'tokens_of' must return >= 0 for each trajectory (got {tokens})"
+        raise ValueError(msg)
+    return int(tokens)
 
 
 def _accepts_keyword(function: Callable[..., Any], name: str) -> bool:

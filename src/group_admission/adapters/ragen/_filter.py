@@ -93,30 +93,25 @@ def _ids(batch: Any, key: str, rows: int) -> list[Hashable] | None:
 def _episodes(episode_ids: list[Hashable], num_groups: int) -> tuple[IntArray, IntArray, IntArray]:
     """Each row's episode (first-seen order), each episode's first and last row."""
     slot: dict[Hashable, int] = {}
-    first: list[int] = []
-    last: list[int] = []
-    row_episode = np.empty(len(episode_ids), dtype=np.int64)
-    for row, episode in enumerate(episode_ids):
-        index = row_episode[row] = slot.setdefault(episode, len(first))
-        if index == len(first):
-            first.append(row)
-            last.append(row)
-        last[index] = row
-    if len(first) % num_groups:
+    row_episode = np.asarray([slot.setdefault(e, len(slot)) for e in episode_ids], dtype=np.int64)
+    if len(slot) % num_groups:
         msg = (
-            f"Number of episodes ({len(first)}) must be divisible by num_groups ({num_groups}): "
+            f"Number of episodes ({len(slot)}) must be divisible by num_groups ({num_groups}): "
             "in RAGEN's turn-level modes (non_tensor_batch['episode_ids'] present) every group "
             "must hold the same number of episodes; an episode without an LLM turn has no row "
             "and unbalances its group"
         )
         raise ValueError(msg)
-    return row_episode, np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
+    first = np.unique(row_episode, return_index=True)[1]
+    last = len(row_episode) - 1 - np.unique(row_episode[::-1], return_index=True)[1]
+    return row_episode, first.astype(np.int64), last.astype(np.int64)
 
 
-def _check_group_ids(
-    ids: list[Hashable], row_group: IntArray, num_groups: int, block: str
-) -> tuple[Hashable, ...]:
-    """Require one RAGEN group id per positional group, distinct across groups."""
+def _group_keys(batch: Any, row_group: IntArray, num_groups: int, block: str) -> tuple[Hashable, ...]:
+    """RAGEN's ``group_ids`` (one per positional group, distinct), or the group indices when absent."""
+    ids = _ids(batch, "group_ids", len(row_group))
+    if ids is None:
+        return tuple(range(num_groups))
     keys: list[Hashable] = [None] * num_groups
     seen = [False] * num_groups
     for row, (group, key) in enumerate(zip(row_group.tolist(), ids, strict=True)):
@@ -170,13 +165,7 @@ def read_layout(torch: Any, batch: Any, num_groups: int) -> GroupLayout:
         rewards = picked.to(torch.get_default_dtype()).view(num_groups, size)
         row_group = row_episode // size
         block = f"a block of {size} episodes"
-    group_ids = _ids(batch, "group_ids", rows)
-    keys = (
-        tuple(range(num_groups))
-        if group_ids is None
-        else _check_group_ids(group_ids, row_group, num_groups, block)
-    )
-    return GroupLayout(rewards, row_group, member_last_row, keys)
+    return GroupLayout(rewards, row_group, member_last_row, _group_keys(batch, row_group, num_groups, block))
 
 
 def assistant_text(messages: Any) -> str | None:
@@ -209,7 +198,7 @@ def apply_row_mask(batch: Any, row_mask: Any) -> Any:
 
 def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candidates: Any = None) -> Any:
     """
-    RAGEN's selection on torch tensors: the kept group indices, in RAGEN's order.
+    RAGEN's selection on torch tensors: the kept group indices (``torch.long``, on the device of ``scores``).
 
     Args:
         torch: The torch module.
@@ -217,9 +206,6 @@ def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candida
         selection: The selection parameters.
         candidates: Boolean tensor marking the groups that may be selected (``None``:
             every group, which reproduces RAGEN's ``_select_top_groups``).
-
-    Returns:
-        A ``torch.long`` tensor of group indices on the device of ``scores``.
 
     .. versionadded:: 0.1.0
     """
