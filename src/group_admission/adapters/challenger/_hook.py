@@ -1,16 +1,13 @@
-"""
-``ChallengerAdmission``: twinkle's Challenger group hand-off, judged by an ``AdmissionSession``.
-
-A hand-off is one ``Challenger._complete`` call: the finished groups of both sides
-(proposing, solving), of any sizes. It is one round of the batch's sampling budget.
-"""
+"""The Challenger's group hand-off (one ``_complete``: both sides' complete groups), judged by a session."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import numbers
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -26,35 +23,24 @@ from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict
 from ..._validation import describe
 
-__all__ = [
-    "CHECK_CHALLENGER_SPREAD",
-    "NON_NUMERIC_REWARD",
-    "SUPPORTED_VERSIONS",
-    "ChallengerAdmission",
-    "Group",
-    "Trajectory",
-    "last_assistant_text",
-]
-
 #: The twinkle versions the adapter is written and tested against: the Challenger of pull
 #: request #288, which adds the ``_admitted_groups`` hook (a base without it works as well).
 SUPPORTED_VERSIONS: tuple[str, ...] = ("modelscope/twinkle#288",)
-
-Trajectory = Mapping[str, Any]
-Group = Sequence[Trajectory]
 #: The failed-check name of a group the Challenger's own spread check dropped after admission.
 CHECK_CHALLENGER_SPREAD = "challenger_spread_check"
 #: The external reason of a trajectory whose ``rewards`` value is not a number.
 NON_NUMERIC_REWARD = "non_numeric_reward"
+
+Trajectory = Mapping[str, Any]
+Group = Sequence[Trajectory]
 
 
 def last_assistant_text(trajectory: Trajectory) -> str | None:
     """
     The content of the trajectory's last assistant message (twinkle's ``assistant_text``).
 
-    Returns ``None`` when there is no assistant message at all (the rollout produced no
-    reply; the redundancy gate counts it as a missing completion), ``""`` for an
-    assistant message without content. Content given as parts is joined.
+    Returns ``None`` when there is no assistant message (a missing completion for the
+    redundancy gate), ``""`` for one without content; content given as parts is joined.
 
     .. versionadded:: 0.1.0
     """
@@ -104,30 +90,20 @@ class ChallengerAdmission:
     """
     The Challenger's group hand-off hook: admission per complete group, plus a batch budget.
 
-    Call :meth:`admitted_groups` with one side's complete groups and the ``Counter`` the
-    Challenger logs; it returns the admitted groups (the same objects, in order) and adds
-    one count per rejected group under its primary reason. Rewards are read from each
-    trajectory's ``rewards`` value: a missing or ``None`` reward, or a non-number, rejects
-    its group as ``external`` (it is never read as 0.0). Completions (the last assistant
-    text) are extracted only when the redundancy gate is on.
-
-    With a budget, each hand-off (both sides of one ``_complete``, grouped by
-    :meth:`hand_off`; a call outside one is a hand-off of its own) is one round of the
-    batch's step in the session: samples are the members of its groups, tokens come from
-    ``tokens_of``. After each hand-off :attr:`plan` holds the plan towards the batch's
-    target and :attr:`exhausted` says whether the caps leave room for another group (the
-    Challenger then stops launching work). Call :meth:`begin_batch` before each batch and
-    :meth:`end_batch` after it; :attr:`stopped_by_budget` then tells the caller that the
-    batch came out short because the budget ran out.
+    :meth:`admitted_groups` judges one side's groups and counts each rejected one in the
+    Challenger's ``Counter``; with a budget, each :meth:`hand_off` is one round of the
+    batch's step, bracketed by :meth:`begin_batch` and :meth:`end_batch`.
 
     Args:
         policy: The admission policy (or a config / mapping for one; ``None`` admits every
             group with finite rewards).
-        budget: The sampling budget (a controller, a :class:`SamplingBudgetConfig` or a
-            mapping of its fields), or ``None`` for no budget. ``max_resample_rounds``
-            bounds the hand-offs per batch after the first.
+        budget: The sampling budget (a controller, config or mapping), or ``None``.
+            ``max_resample_rounds`` (>= 1) bounds the hand-offs per batch after the first.
         tokens_of: Returns the generated tokens of one trajectory; required when the
             budget caps tokens.
+
+    Raises:
+        TypeError, ValueError: an argument is invalid; the message names it.
 
     .. versionadded:: 0.1.0
     """
@@ -139,9 +115,7 @@ class ChallengerAdmission:
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         tokens_of: Callable[[Trajectory], int] | None = None,
     ) -> None:
-        if policy is not None and not isinstance(
-            policy, (GroupAdmissionPolicy, GroupAdmissionConfig, Mapping)
-        ):
+        if not isinstance(policy, (GroupAdmissionPolicy, GroupAdmissionConfig, Mapping, type(None))):
             msg = (
                 "'group_admission_policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, "
                 f"a mapping or None (got {describe(policy)})"
@@ -152,30 +126,26 @@ class ChallengerAdmission:
             raise TypeError(msg)
         self._session = AdmissionSession(policy, budget=budget, host="twinkle Challenger")
         self._budgeted = budget is not None
-        self._check_budget(self._session.controller.config, tokens_of)
-        self._tokens_of = tokens_of
-        self._lock = threading.RLock()
-        self._depth = 0  # nesting of hand_off() on the thread that holds the lock
-        self._largest = 0  # the largest group of the hand-off in progress
-        self._room = True
-        self._stopped = False
-
-    def _check_budget(self, config: SamplingBudgetConfig, tokens_of: object) -> None:
-        if not self._budgeted:
-            return
-        if config.max_total_tokens is not None and tokens_of is None:
+        config = self._session.controller.config
+        if self._budgeted and config.max_total_tokens is not None and tokens_of is None:
             msg = (
                 "'tokens_of' is required when the budget caps tokens "
                 f"(max_total_tokens={config.max_total_tokens})"
             )
             raise ValueError(msg)
-        if config.max_resample_rounds == 0:
+        if self._budgeted and config.max_resample_rounds == 0:
             msg = (
                 "'max_resample_rounds' must be >= 1 for the Challenger (got 0): every hand-off "
                 "after the first is a resample round, so 0 would stop the batch after one unit; "
                 "use a large value to cap only samples, tokens and extra groups"
             )
             raise ValueError(msg)
+        self._tokens_of = tokens_of
+        self._lock = threading.RLock()
+        self._depth = 0  # nesting of hand_off() on the thread that holds the lock
+        self._largest = 0  # the largest group of the hand-off in progress
+        self._room = True
+        self._stopped = False
 
     @property
     def session(self) -> AdmissionSession:
@@ -209,13 +179,7 @@ class ChallengerAdmission:
 
     @property
     def exhausted(self) -> bool:
-        """
-        Whether the budget leaves no room for another group in the current batch.
-
-        It asks the caps, whatever the target: admitted groups may exceed the batch target
-        while a side is still short (the proposing side's surplus, which the batch drops).
-        :attr:`plan` keeps the true target.
-        """
+        """Whether the budget's caps leave no room for another group, whatever the batch target."""
         return not self._room
 
     @property
@@ -224,12 +188,7 @@ class ChallengerAdmission:
         return self._stopped
 
     def begin_batch(self, target_groups: int) -> None:
-        """
-        Start a new batch: a new step of the session (keeping the rate estimate) aiming at ``target_groups``.
-
-        Raises:
-            ValueError: ``target_groups`` is not a non-negative integer.
-        """
+        """Start a batch: a new session step (keeping the rate estimate) aiming at ``target_groups``."""
         if isinstance(target_groups, bool) or not isinstance(target_groups, int) or target_groups < 0:
             msg = f"'target_groups' must be an integer >= 0 (got {describe(target_groups)})"
             raise ValueError(msg)
@@ -240,24 +199,14 @@ class ChallengerAdmission:
                 self._session.begin_step(target_groups)
 
     def end_batch(self, *, complete: bool) -> bool:
-        """
-        Close the current batch; return (and remember) whether the budget cut it short.
-
-        Args:
-            complete: Whether the batch reached its target.
-        """
+        """Close the batch (``complete``: it reached its target); return whether the budget cut it short."""
         with self._lock:
             self._stopped = not complete and not self._room
             return self._stopped
 
     @contextlib.contextmanager
     def hand_off(self) -> Iterator[None]:
-        """
-        Group the :meth:`admitted_groups` calls of one hand-off into one round of the budget.
-
-        The mixin wraps each ``Challenger._complete`` in it. Hand-offs from different
-        worker threads take turns, so each is exactly one round.
-        """
+        """Make the :meth:`admitted_groups` calls inside one round of the budget; threads take turns."""
         with self._lock:
             self._depth += 1
             try:
@@ -265,14 +214,10 @@ class ChallengerAdmission:
             finally:
                 self._depth -= 1
                 if not self._depth:
-                    self._close_hand_off()
-
-    def _close_hand_off(self) -> None:
-        size, self._largest = self._largest, 0
-        if not (self._budgeted and size and self._session.step_open):
-            return
-        self._session.plan(num_generations=size)
-        self._room = self._session.can_launch(1, num_generations=size)
+                    size, self._largest = self._largest, 0
+                    if self._budgeted and size and self._session.step_open:
+                        self._session.plan(num_generations=size)
+                        self._room = self._session.can_launch(1, num_generations=size)
 
     def admitted_groups(
         self,
@@ -282,16 +227,11 @@ class ChallengerAdmission:
         spread_check: Callable[[Group], bool] | None = None,
     ) -> list[list[Trajectory]]:
         """
-        Judge the complete groups of one side; return the admitted ones.
+        Judge the complete groups of one side; return the admitted ones (same objects, in order).
 
-        Args:
-            groups: The side's complete groups (lists of trajectory dicts).
-            rejection_reasons: The Challenger's ``Counter``; each rejected group adds one
-                to its primary reason (``external``, ``exact_dead``, ``near_tie``,
-                ``redundant``).
-            spread_check: The Challenger's own legacy check (``Challenger._has_spread``),
-                applied to admitted groups as both Challenger versions do; a group it
-                fails is counted as ``exact_dead``.
+        Each rejected group adds one to ``rejection_reasons`` under its primary reason.
+        ``spread_check`` is the Challenger's own ``_has_spread``, applied to admitted groups;
+        a group it fails is counted as ``exact_dead``.
 
         Raises:
             TypeError, ValueError: ``groups`` is not a sequence of non-empty sequences of
@@ -318,17 +258,12 @@ class ChallengerAdmission:
         return admitted
 
     def _judge(self, group: Group, spread_check: Callable[[Group], bool] | None) -> AdmissionVerdict:
-        rewards: list[float | None] = []
-        external: list[str] = []
-        for member in group:
-            reward, numeric = _reward(member.get("rewards"))
-            rewards.append(reward)
-            if not numeric and NON_NUMERIC_REWARD not in external:
-                external.append(NON_NUMERIC_REWARD)
+        rewards, numeric = zip(*(_reward(member.get("rewards")) for member in group), strict=True)
         completions = None
         if self.policy.config.similarity_gate_enabled:
             completions = [last_assistant_text(member) for member in group]
-        decision = self.policy.evaluate(rewards, completions, external_reasons=external)
+        external = [] if all(numeric) else [NON_NUMERIC_REWARD]
+        decision = self.policy.evaluate(list(rewards), completions, external_reasons=external)
         if decision.admitted and spread_check is not None and not spread_check(group):
             # The Challenger drops it anyway; count it where twinkle#288 counts it.
             decision = attrs.evolve(
@@ -339,16 +274,132 @@ class ChallengerAdmission:
         return self._session.record(decision, generated_tokens=self._tokens(group))
 
     def _tokens(self, group: Group) -> int:
-        if self._tokens_of is None:
-            return 0
-        total = 0
-        for member in group:
-            tokens = self._tokens_of(member)
-            if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral):
-                msg = f"'tokens_of' must return an integer for each trajectory (got {describe(tokens)})"
-                raise TypeError(msg)
-            if tokens < 0:
-                msg = f"'tokens_of' must return >= 0 for each trajectory (got {tokens})"
-                raise ValueError(msg)
-            total += int(tokens)
-        return total
+        return sum(_token_count(self._tokens_of(member)) for member in group) if self._tokens_of else 0
+
+
+def _token_count(tokens: object) -> int:
+    if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral):
+        msg = f"'tokens_of' must return an integer for each trajectory (got {describe(tokens)})"
+        raise TypeError(msg)
+    if tokens < 0:
+        msg = f"'tokens_of' must return >= 0 for each trajectory (got {tokens})"
+        raise ValueError(msg)
+    return int(tokens)
+
+
+def _accepts_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` names ``name`` as a parameter (``**kwargs`` does not count)."""
+    try:
+        parameter = inspect.signature(function).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
+
+
+class GroupAdmissionChallengerMixin:
+    """
+    Makes a twinkle Challenger accept ``group_admission_policy=`` (and a sampling budget).
+
+    Put it first in the bases (or use :func:`with_group_admission`); it takes its keyword
+    arguments out before the base ``__init__`` runs and routes each ``_complete`` through
+    one :meth:`ChallengerAdmission.hand_off` of ``self.group_admission``, with or without
+    the base's ``_admitted_groups`` hook. Without a policy and a budget the Challenger
+    behaves exactly as before.
+
+    Keyword Args:
+        group_admission_policy: A policy, config or mapping (see :class:`ChallengerAdmission`).
+        sampling_budget: A budget controller, config or mapping.
+        tokens_of: Counts a trajectory's generated tokens (needed for a token cap).
+
+    .. versionadded:: 0.1.0
+    """
+
+    group_admission: ChallengerAdmission | None
+
+    def __init__(
+        self,
+        *args: Any,
+        group_admission_policy: Any = None,
+        sampling_budget: Any = None,
+        tokens_of: Callable[[Trajectory], int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        admission = None
+        if group_admission_policy is not None or sampling_budget is not None:
+            admission = ChallengerAdmission(
+                group_admission_policy, budget=sampling_budget, tokens_of=tokens_of
+            )
+        self.group_admission = admission
+        base_init = super().__init__
+        # Forward the policy only to a base that names it: a **kwargs catch-all may not pass it on.
+        if group_admission_policy is not None and _accepts_keyword(base_init, "group_admission_policy"):
+            kwargs["group_admission_policy"] = admission.policy if admission else None
+        base_init(*args, **kwargs)
+        if admission is not None:
+            self.group_admission_policy = admission.policy
+
+    def _admitted_groups(
+        self, groups: Sequence[Group], rejection_reasons: Counter[str]
+    ) -> list[list[Trajectory]]:
+        if self.group_admission is None:
+            base: Any = super()
+            return list(base._admitted_groups(groups, rejection_reasons))
+        check = getattr(self, "_has_spread", None)
+        return self.group_admission.admitted_groups(
+            groups, rejection_reasons, spread_check=check if callable(check) else None
+        )
+
+    def _complete(self, challenger: Sequence[Group], solver: Sequence[Group]) -> None:
+        base: Any = super()
+        if self.group_admission is None:
+            base._complete(challenger, solver)
+            return
+        with self.group_admission.hand_off():  # both sides: one round of the budget
+            if callable(getattr(base, "_admitted_groups", None)):
+                # twinkle#288's base calls self._admitted_groups itself, once per side.
+                base._complete(challenger, solver)
+                return
+            reasons: Counter[str] = Counter()
+            proposing = self._admitted_groups(challenger, reasons)
+            base._complete(proposing, self._admitted_groups(solver, reasons))
+
+    def _launch(self) -> bool:
+        base: Any = super()
+        if self.group_admission is not None and self.group_admission.exhausted:
+            return False
+        return bool(base._launch())
+
+    def _fill(self, want_challenger: int, want_solver: int) -> Any:
+        base: Any = super()
+        admission = self.group_admission
+        if admission is None:
+            return base._fill(want_challenger, want_solver)
+        admission.begin_batch(want_challenger + want_solver)
+        batch = base._fill(want_challenger, want_solver)
+        admission.end_batch(
+            complete=batch is not None
+            and len(batch.challenger) >= want_challenger
+            and len(batch.solver) >= want_solver
+        )
+        return batch
+
+
+def with_group_admission(challenger_cls: type) -> type:
+    """
+    Return ``class <name>WithGroupAdmission(GroupAdmissionChallengerMixin, challenger_cls)``.
+
+    Raises:
+        TypeError: ``challenger_cls`` is not a class.
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(challenger_cls, type):
+        msg = f"'challenger_cls' must be a Challenger class (got {describe(challenger_cls)})"
+        raise TypeError(msg)
+    name = f"{challenger_cls.__name__}WithGroupAdmission"
+    return type(
+        name, (GroupAdmissionChallengerMixin, challenger_cls), {"__module__": challenger_cls.__module__}
+    )

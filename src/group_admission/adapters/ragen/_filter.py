@@ -1,17 +1,14 @@
-"""
-``RagenGroupAdmissionFilter``: RAGEN's rollout filter contract, judged by an ``AdmissionSession``.
-
-RAGEN calls ``trainer.rollout_filter.filter(batch)`` once per step, between the rollout and
-the advantage computation, and expects ``(batch, metrics)``. The metrics keep RAGEN's names
-and values, so its loss scaling and its collapse early stop keep working.
-"""
+"""``RagenGroupAdmissionFilter``: RAGEN's rollout filter contract, judged by an ``AdmissionSession``."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from ..._config import GroupAdmissionConfig
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
@@ -20,9 +17,6 @@ from ..._metrics import AdmissionStats
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
 from ..._validation import describe
-from ._batch import GroupLayout, apply_row_mask, assistant_text, non_tensor_column, read_layout
-
-__all__ = ["METRIC_PREFIX", "RagenGroupAdmissionFilter", "select_groups"]
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -36,11 +30,175 @@ _SELECTION_KEYS = {
     "selection_eps": ("rollout_filter_selection_eps", 0.01),
     "metric": ("rollout_filter_metric", "reward_variance"),
 }
+IntArray = npt.NDArray[np.int64]
+
+
+class GroupLayout(NamedTuple):
+    """How the rows of one batch form groups; a member is a row, or an episode in turn-level modes."""
+
+    rewards: Any  # (num_groups, group_size) member rewards
+    row_group: IntArray  # the group of every row
+    member_last_row: IntArray  # the last row of every member, group-major
+    group_keys: tuple[Hashable, ...]  # RAGEN's group ids, or the group indices when absent
+
+
+def _score_rows(torch: Any, batch: Any) -> Any:
+    """Each row's reward, ``original_rm_scores.sum(-1)``."""
+    tensors = getattr(batch, "batch", None)
+    # TensorDict refuses `key in td`; membership goes through keys().
+    if tensors is None or "original_rm_scores" not in tensors.keys():  # noqa: SIM118
+        msg = (
+            "the RAGEN batch must hold batch.batch['original_rm_scores'] (the per-token scores "
+            "RAGEN's ContextManager writes) (got keys "
+            f"{[] if tensors is None else sorted(tensors.keys())})"
+        )
+        raise ValueError(msg)
+    scores = tensors["original_rm_scores"]
+    where = "batch.batch['original_rm_scores']"
+    if not torch.is_tensor(scores):
+        msg = f"{where} must be a torch tensor (rows, tokens) (got {describe(scores)})"
+        raise TypeError(msg)
+    if scores.ndim != 2:
+        msg = f"{where} must be a 2-D tensor (rows, tokens) (got {tuple(scores.shape)})"
+        raise ValueError(msg)
+    if not scores.is_floating_point():
+        # Integer or bool scores (a 0/1 verifier) are rewards too; torch's std refuses them.
+        scores = scores.to(torch.get_default_dtype())
+    return scores.sum(dim=-1)
+
+
+def non_tensor_column(batch: Any, key: str, rows: int) -> Any:
+    """``batch.non_tensor_batch[key]`` (``None`` when absent), checked to hold one entry per row."""
+    values = (getattr(batch, "non_tensor_batch", None) or {}).get(key)
+    if values is not None and (not hasattr(values, "__len__") or len(values) != rows):
+        got = len(values) if hasattr(values, "__len__") else describe(values)
+        msg = f"non_tensor_batch['{key}'] must have one entry per row ({rows}) (got {got})"
+        raise ValueError(msg)
+    return values
+
+
+def _ids(batch: Any, key: str, rows: int) -> list[Hashable] | None:
+    """A per-row id column (``episode_ids``, ``group_ids``) as Python values usable as keys."""
+    values = non_tensor_column(batch, key, rows)
+    if values is None:
+        return None
+    ids: list[Hashable] = np.asarray(values).tolist()
+    for row, value in enumerate(ids):
+        if not isinstance(value, Hashable):
+            msg = f"non_tensor_batch['{key}'] must hold one id per row (row {row} has {describe(value)})"
+            raise TypeError(msg)
+    return ids
+
+
+def _episodes(episode_ids: list[Hashable], num_groups: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Each row's episode (first-seen order), each episode's first and last row."""
+    slot: dict[Hashable, int] = {}
+    row_episode = np.asarray([slot.setdefault(e, len(slot)) for e in episode_ids], dtype=np.int64)
+    if len(slot) % num_groups:
+        msg = (
+            f"Number of episodes ({len(slot)}) must be divisible by num_groups ({num_groups}): "
+            "in RAGEN's turn-level modes (non_tensor_batch['episode_ids'] present) every group "
+            "must hold the same number of episodes; an episode without an LLM turn has no row "
+            "and unbalances its group"
+        )
+        raise ValueError(msg)
+    first = np.unique(row_episode, return_index=True)[1]
+    last = len(row_episode) - 1 - np.unique(row_episode[::-1], return_index=True)[1]
+    return row_episode, first.astype(np.int64), last.astype(np.int64)
+
+
+def _group_keys(batch: Any, row_group: IntArray, num_groups: int, block: str) -> tuple[Hashable, ...]:
+    """RAGEN's ``group_ids`` (one per positional group, distinct), or the group indices when absent."""
+    ids = _ids(batch, "group_ids", len(row_group))
+    if ids is None:
+        return tuple(range(num_groups))
+    keys: list[Hashable] = [None] * num_groups
+    seen = [False] * num_groups
+    for row, (group, key) in enumerate(zip(row_group.tolist(), ids, strict=True)):
+        if not seen[group]:
+            keys[group], seen[group] = key, True
+        elif key != keys[group]:
+            found = sorted({ids[r] for r in np.flatnonzero(row_group == group).tolist()}, key=repr)
+            msg = (
+                f"non_tensor_batch['group_ids'] disagrees with RAGEN's positional grouping: "
+                f"group {group} of {num_groups} ({block}) holds rows with group ids {found} "
+                f"(row {row} has {key!r}, expected {keys[group]!r}); RAGEN assigns rows to groups "
+                "by position, so the batch must be ordered by group"
+            )
+            raise ValueError(msg)
+    owner: dict[Hashable, int] = {}
+    for group, key in enumerate(keys):
+        if key in owner:
+            msg = (
+                f"non_tensor_batch['group_ids'] disagrees with RAGEN's positional grouping: "
+                f"groups {owner[key]} and {group} both hold group id {key!r}, and GRPO would "
+                "merge them (it groups rows by uid = group_ids)"
+            )
+            raise ValueError(msg)
+        owner[key] = group
+    return tuple(keys)
+
+
+def read_layout(torch: Any, batch: Any, num_groups: int) -> GroupLayout:
+    """Group the rows of ``batch`` exactly as RAGEN's reward filter does, checking every step."""
+    row_rewards = _score_rows(torch, batch)
+    rows = int(row_rewards.shape[0])
+    episode_ids = _ids(batch, "episode_ids", rows)
+    if episode_ids is None:
+        if rows == 0 or rows % num_groups:
+            msg = (
+                f"the batch has {rows} rows, which do not divide into num_groups={num_groups} "
+                "groups (es_manager.train.env_groups): RAGEN groups contiguous rows, so every "
+                "group must have the same number of rows"
+            )
+            raise ValueError(msg)
+        size = rows // num_groups
+        rewards = row_rewards.view(num_groups, size)
+        row_group = np.arange(rows, dtype=np.int64) // size
+        member_last_row = np.arange(rows, dtype=np.int64)
+        block = f"a contiguous block of {size} rows"
+    else:
+        row_episode, first, member_last_row = _episodes(episode_ids, num_groups)
+        size = len(first) // num_groups
+        # RAGEN collects episode rewards in a default-dtype tensor; so do we, for parity.
+        picked = row_rewards[torch.as_tensor(first, device=row_rewards.device)]
+        rewards = picked.to(torch.get_default_dtype()).view(num_groups, size)
+        row_group = row_episode // size
+        block = f"a block of {size} episodes"
+    return GroupLayout(rewards, row_group, member_last_row, _group_keys(batch, row_group, num_groups, block))
+
+
+def assistant_text(messages: Any) -> str | None:
+    """The assistant turns of one ``messages_list`` entry joined by newlines; ``None`` if there are none."""
+    if not isinstance(messages, (list, tuple, np.ndarray)):
+        return None
+    parts: list[str] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            content = message.get("content")
+            if isinstance(content, list):  # OpenAI-style content parts
+                content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+            parts.append("" if content is None else str(content))
+    return "\n".join(parts) if parts else None
+
+
+def apply_row_mask(batch: Any, row_mask: Any) -> Any:
+    """Keep the masked rows of ``batch`` in place (tensors, numpy and list columns), as RAGEN does."""
+    batch.batch = batch.batch[row_mask]
+    non_tensor = getattr(batch, "non_tensor_batch", None)
+    if non_tensor:
+        keep = row_mask.cpu().numpy()
+        for key, value in list(non_tensor.items()):
+            if isinstance(value, np.ndarray):
+                non_tensor[key] = value[keep]
+            else:
+                non_tensor[key] = [item for item, kept in zip(value, keep, strict=True) if kept]
+    return batch
 
 
 def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candidates: Any = None) -> Any:
     """
-    RAGEN's selection on torch tensors: the kept group indices, in RAGEN's order.
+    RAGEN's selection on torch tensors: the kept group indices (``torch.long``, on the device of ``scores``).
 
     Args:
         torch: The torch module.
@@ -48,9 +206,6 @@ def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candida
         selection: The selection parameters.
         candidates: Boolean tensor marking the groups that may be selected (``None``:
             every group, which reproduces RAGEN's ``_select_top_groups``).
-
-    Returns:
-        A ``torch.long`` tensor of group indices on the device of ``scores``.
 
     .. versionadded:: 0.1.0
     """
@@ -88,12 +243,9 @@ class RagenGroupAdmissionFilter:
     """
     A RAGEN rollout filter: admission gates first, then (optionally) RAGEN's selection.
 
-    ``filter(batch)`` groups the rows as RAGEN does (``num_groups`` contiguous blocks, or
-    blocks of episodes in turn-level modes), judges every group with
-    :meth:`AdmissionSession.judge_batch`, lets ``selection`` choose among the kept groups,
-    drops every other group whole, and returns ``(batch, metrics)``. The batch is changed
-    in place, as RAGEN's own filter does. A step where no group survives returns an empty
-    batch, which RAGEN skips (and counts towards ``rollout_filter_empty_stop_steps``).
+    ``filter(batch)`` groups the rows as RAGEN does, judges every group with the session,
+    lets ``selection`` choose among the kept groups, drops every other group whole (in
+    place, as RAGEN does) and returns ``(batch, metrics)`` with RAGEN's metric names.
 
     Args:
         policy: The admission policy (or a config / mapping for one). ``None`` admits every
@@ -162,12 +314,8 @@ class RagenGroupAdmissionFilter:
         Build the filter from a RAGEN trainer config (an OmegaConf ``DictConfig``).
 
         Reads ``es_manager.train.env_groups`` and, under ``actor_rollout_ref.rollout``,
-        ``group_admission.policy`` (the :class:`GroupAdmissionConfig` fields, or the path of
-        a YAML file holding them), ``group_admission.selection`` (``none`` or a RAGEN
-        strategy) and, when a strategy is set, RAGEN's own ``rollout_filter_value``,
-        ``rollout_filter_type``, ``rollout_filter_include_zero``,
-        ``rollout_filter_top_p_prob_mode``, ``rollout_filter_selection_eps`` and
-        ``rollout_filter_metric``.
+        ``group_admission.policy`` (config fields or a YAML path), ``group_admission.selection``
+        and RAGEN's ``rollout_filter_*`` keys (see ``docs/adapters/ragen.md``).
 
         Raises:
             ValueError, TypeError: a setting is unknown or invalid; the message names it.
@@ -199,26 +347,22 @@ class RagenGroupAdmissionFilter:
             selection=_selection(rollout, settings.get("selection")),
         )
 
-    # -- the filter contract ------------------------------------------------------------
     def filter(self, batch: Any) -> tuple[Any, dict[str, Any]]:
         """
         Keep the admitted (and selected) groups of ``batch``; return it with RAGEN's metrics.
 
         Raises:
-            ValueError: the batch does not have RAGEN's structure (see ``read_layout``):
-                a missing ``original_rm_scores``, rows or episodes that do not divide into
-                ``num_groups``, ``group_ids`` that disagree with the positional groups.
-                Data problems (non-finite rewards, missing completions) reject the group
-                as ``external`` instead.
+            ValueError, TypeError: the batch does not have RAGEN's structure; data problems
+                (non-finite rewards, missing completions) reject the group as ``external``.
         """
         torch = require_extra("torch", "torch", "The RAGEN rollout filter")
         layout = read_layout(torch, batch, self._num_groups)
+        rewards = layout.rewards
         before = self._session.stats
         verdicts = self._session.judge_batch(
-            layout.rewards, self._completions(batch, layout), group_keys=list(layout.group_keys)
+            rewards, self._completions(batch, layout), group_keys=list(layout.group_keys)
         )
         counts = self._session.stats.difference(before).metrics()
-        rewards = layout.rewards
         with warnings.catch_warnings():
             # One-member groups have no sample std (NaN, as in RAGEN); torch warns about it.
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
@@ -261,7 +405,7 @@ class RagenGroupAdmissionFilter:
             )
             raise ValueError(msg)
         texts = [assistant_text(conversations[row]) for row in layout.member_last_row.tolist()]
-        size = layout.group_size
+        size = int(layout.rewards.shape[1])
         return [texts[start : start + size] for start in range(0, len(texts), size)]
 
     def _ragen_metrics(

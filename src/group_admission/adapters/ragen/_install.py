@@ -1,13 +1,8 @@
 """
-Putting the group-admission filter into RAGEN's trainer without editing RAGEN.
+Putting the filter into RAGEN's trainer without editing RAGEN: wrap ``RayAgentTrainer.init_workers``.
 
-RAGEN builds its filter in ``RayAgentTrainer.init_workers`` and offers no class path or
-registry, so :func:`install` wraps that method: after RAGEN has built its own filter, the
-wrapper replaces it when the config selects ``group_admission``. The trainer runs inside
-Ray's ``TaskRunner`` actor, a separate process, so patching the launching process is not
-enough; :func:`worker_process_setup_hook` is the entry point for Ray's
-``runtime_env.worker_process_setup_hook`` and patches the trainer class as soon as (and
-only if) a worker imports it.
+RAGEN has no filter registry, and its trainer runs in Ray's ``TaskRunner`` process, hence
+:func:`worker_process_setup_hook` (see ``docs/adapters/ragen.md``).
 """
 
 from __future__ import annotations
@@ -22,16 +17,6 @@ from typing import Any
 
 from ..._validation import describe
 from ._filter import RagenGroupAdmissionFilter
-
-__all__ = [
-    "STRATEGY_NAME",
-    "SUPPORTED_VERSIONS",
-    "TRAINER_MODULE",
-    "install",
-    "is_selected",
-    "uninstall",
-    "worker_process_setup_hook",
-]
 
 #: The RAGEN versions the adapter is written and tested against (RAGEN is installed from git).
 SUPPORTED_VERSIONS: tuple[str, ...] = ("mll-lab-nu/RAGEN@20daedc",)
@@ -59,28 +44,17 @@ def _replace_filters(trainer: Any) -> None:
     stock = getattr(trainer, "rollout_filter", None)
     trainer.rollout_filter = RagenGroupAdmissionFilter.from_config(config)
     analysis = getattr(trainer, "gradient_analysis_rollout_filter", None)
-    if analysis is stock:
-        trainer.gradient_analysis_rollout_filter = trainer.rollout_filter
-        return
     # A separate gradient-analysis filter is built from its own (rescaled) config copy; it
     # selects us too, and RAGEN's stock filter would fail on the unknown strategy name.
     analysis_config = getattr(trainer, "gradient_analysis_config", None)
-    if analysis is None or analysis_config is None:
-        return
-    if is_selected(analysis_config.actor_rollout_ref.rollout):
+    if analysis is stock:
+        trainer.gradient_analysis_rollout_filter = trainer.rollout_filter
+    elif (
+        analysis is not None
+        and analysis_config is not None
+        and is_selected(analysis_config.actor_rollout_ref.rollout)
+    ):
         trainer.gradient_analysis_rollout_filter = RagenGroupAdmissionFilter.from_config(analysis_config)
-
-
-def _import_trainer_module() -> ModuleType:
-    try:
-        return importlib.import_module(TRAINER_MODULE)
-    except ImportError as exc:
-        msg = (
-            f"installing the RAGEN adapter needs RAGEN's trainer (module '{TRAINER_MODULE}': {exc}); "
-            "install RAGEN from its repository (git clone https://github.com/mll-lab-nu/RAGEN && "
-            "pip install -e RAGEN); the PyPI package named 'ragen' is unrelated"
-        )
-        raise ImportError(msg) from exc
 
 
 def _check_trainer_class(trainer_cls: Any) -> None:
@@ -93,19 +67,10 @@ def _check_trainer_class(trainer_cls: Any) -> None:
 
 def install(trainer_cls: type | None = None) -> type:
     """
-    Make ``trainer_cls.init_workers`` swap in the group-admission filter when selected.
+    Make ``trainer_cls.init_workers`` swap in the group-admission filter when the config selects it.
 
-    Idempotent: installing twice (or on a subclass of an installed class) wraps once.
-    Trainers whose config does not say ``rollout_filter_strategy: group_admission`` keep
-    RAGEN's filter untouched. When the gradient-analysis filter is RAGEN's main filter
-    object, it becomes the new filter too; a separate gradient-analysis filter is rebuilt
-    from its own config.
-
-    Args:
-        trainer_cls: The trainer class; ``None`` imports RAGEN's ``RayAgentTrainer``.
-
-    Returns:
-        The patched class.
+    ``trainer_cls`` defaults to RAGEN's ``RayAgentTrainer``; installing twice (or on a
+    subclass of an installed class) wraps once. Returns the patched class.
 
     Raises:
         ImportError: ``trainer_cls`` is ``None`` and RAGEN is not importable.
@@ -114,7 +79,15 @@ def install(trainer_cls: type | None = None) -> type:
     .. versionadded:: 0.1.0
     """
     if trainer_cls is None:
-        trainer_cls = _import_trainer_module().RayAgentTrainer
+        try:
+            trainer_cls = importlib.import_module(TRAINER_MODULE).RayAgentTrainer
+        except ImportError as exc:
+            msg = (
+                f"installing the RAGEN adapter needs RAGEN's trainer (module '{TRAINER_MODULE}': {exc}); "
+                "install RAGEN from its repository (git clone https://github.com/mll-lab-nu/RAGEN && "
+                "pip install -e RAGEN); the PyPI package named 'ragen' is unrelated"
+            )
+            raise ImportError(msg) from exc
     _check_trainer_class(trainer_cls)
     patched: Any = trainer_cls
     original: Callable[..., Any] = patched.init_workers
@@ -134,10 +107,7 @@ def install(trainer_cls: type | None = None) -> type:
 
 def uninstall(trainer_cls: type | None = None) -> bool:
     """
-    Undo :func:`install` on ``trainer_cls`` (``None``: RAGEN's ``RayAgentTrainer``).
-
-    Returns:
-        Whether a wrapper was removed.
+    Undo :func:`install` on ``trainer_cls`` (``None``: RAGEN's ``RayAgentTrainer``); return whether it did.
 
     .. versionadded:: 0.1.0
     """
@@ -193,21 +163,15 @@ class _InstallOnImport(importlib.abc.MetaPathFinder):
 
 def worker_process_setup_hook() -> None:
     """
-    Entry point for Ray's ``runtime_env.worker_process_setup_hook``.
+    Entry point for Ray's ``runtime_env.worker_process_setup_hook``: :func:`install` where RAGEN's trainer is.
 
-    Ray runs it in every worker process, including the inference and training workers,
-    so it stays light: if RAGEN's trainer module is already imported it is patched now;
-    otherwise an import hook patches it when (and only if) the process imports it.
-    Calling it again changes nothing.
-
-    Set it with ``+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=
-    group_admission.adapters.ragen.worker_process_setup_hook``.
+    Patches the trainer module now if it is imported, otherwise when (and only if) the
+    process imports it; light enough for every Ray worker, and idempotent.
 
     .. versionadded:: 0.1.0
     """
     module = sys.modules.get(TRAINER_MODULE)
     if module is not None:
         install(module.RayAgentTrainer)
-        return
-    if not any(isinstance(finder, _InstallOnImport) for finder in sys.meta_path):
+    elif not any(isinstance(finder, _InstallOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _InstallOnImport())
