@@ -26,6 +26,7 @@ from .._validation import (
 
 __all__ = [
     "MAX_RESPONSE_TOKENS",
+    "TASK_MODELS",
     "BinaryTaskModel",
     "CompositeTaskModel",
     "ResponseLengthModel",
@@ -175,7 +176,8 @@ class CompositeTaskModel:
 
 
 TaskModel = BinaryTaskModel | CompositeTaskModel
-_TASK_MODELS: dict[str, type[BinaryTaskModel] | type[CompositeTaskModel]] = {
+#: Every task model by its ``kind``.
+TASK_MODELS: dict[str, type[BinaryTaskModel] | type[CompositeTaskModel]] = {
     "binary": BinaryTaskModel,
     "composite": CompositeTaskModel,
 }
@@ -196,9 +198,9 @@ def task_model_from_mapping(mapping: Mapping[str, Any]) -> TaskModel:
         raise TypeError(msg)
     fields = dict(mapping)
     kind = fields.pop("kind", "binary")
-    model = _TASK_MODELS.get(kind) if isinstance(kind, str) else None
+    model = TASK_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        msg = f"'tasks.kind' must be one of {sorted(_TASK_MODELS)} (got {describe(kind)})"
+        msg = f"'tasks.kind' must be one of {sorted(TASK_MODELS)} (got {describe(kind)})"
         raise ValueError(msg)
     return from_mapping(model, fields, source=f"'tasks' ({kind})")
 
