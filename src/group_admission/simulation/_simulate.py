@@ -66,6 +66,7 @@ _TABLE = (
     ("max rounds", "max_rounds_per_step", "{}"),
     ("time", "time_per_step", "{:.0f}"),
     ("groups", "generated_groups", "{}"),
+    ("surplus", "surplus_groups", "{}"),
     ("samples", "generated_samples", "{}"),
     ("tokens", "generated_tokens", "{}"),
     ("errors", "error_steps", "{}"),
