@@ -91,6 +91,49 @@ def _snapshot_logprobs(
     return old
 
 
+def _backward(
+    model: Any,
+    rows: Sequence[Row],
+    indices: Sequence[int],
+    old: list[torch.Tensor | None],
+    config: TrainConfig,
+    *,
+    pad_id: int,
+    device: str,
+) -> tuple[float, list[float]]:
+    """Accumulate the clipped loss's gradient over one mini-batch; return the loss and clip fractions."""
+    if config.loss_aggregation == "token":
+        normaliser = float(sum(len(rows[i][1]) for i in indices))
+    else:
+        normaliser = float(len(indices))
+    loss_total, clip_fractions = 0.0, []
+    for part in _chunks(indices, config.micro_batch_size):
+        batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
+        with autocast(device, config.dtype):
+            logprobs = token_logprobs(model, batch, temperature=config.temperature)
+        old_padded = torch.zeros_like(logprobs)
+        for k, i in enumerate(part):
+            cached = old[i]
+            if cached is None:  # first mini-batch, first epoch: the weights are the snapshot
+                cached = old[i] = logprobs[k, : len(rows[i][1])].detach()
+            old_padded[k, : len(cached)] = cached
+        adv = torch.tensor([rows[i][2] for i in part], device=logprobs.device)
+        loss, stats = clipped_pg_loss(
+            logprobs,
+            old_padded,
+            adv,
+            batch.completion_mask,
+            clip_low=config.clip_eps,
+            clip_high=config.clip_eps_high,
+            aggregation=config.loss_aggregation,  # type: ignore[arg-type]
+            normaliser=normaliser,
+        )
+        loss.backward()
+        loss_total += float(loss.detach())
+        clip_fractions.append(stats["clip_fraction"])
+    return loss_total, clip_fractions
+
+
 def update_policy(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -114,10 +157,7 @@ def update_policy(
         for i, g in enumerate(groups)
         for j, ids in enumerate(g.completion_ids)
     ]
-    size = config.num_generations
-    micro = config.micro_batch_size
-
-    per_update = (config.mini_batch_groups or len(groups)) * size
+    per_update = (config.mini_batch_groups or len(groups)) * config.num_generations
     # Old log-probs come from the sampling snapshot. The first mini-batch is scored before
     # any update, so its own forward pass provides them; only later rows need a pass now.
     later = list(range(per_update if config.ppo_epochs == 1 else 0, len(rows)))
@@ -126,39 +166,12 @@ def update_policy(
     for _ in range(config.ppo_epochs):
         for start in range(0, len(rows), per_update):
             indices = list(range(start, min(start + per_update, len(rows))))
-            if config.loss_aggregation == "token":
-                normaliser = float(sum(len(rows[i][1]) for i in indices))
-            else:
-                normaliser = float(len(indices))
             optimizer.zero_grad(set_to_none=True)
-            loss_total = 0.0
-            for part in _chunks(indices, micro):
-                batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
-                with autocast(device, config.dtype):
-                    logprobs = token_logprobs(model, batch, temperature=config.temperature)
-                old_padded = torch.zeros_like(logprobs)
-                for k, i in enumerate(part):
-                    cached = old[i]
-                    if cached is None:  # first mini-batch, first epoch: the weights are the snapshot
-                        cached = old[i] = logprobs[k, : len(rows[i][1])].detach()
-                    old_padded[k, : len(cached)] = cached
-                adv = torch.tensor([rows[i][2] for i in part], device=logprobs.device)
-                loss, stats = clipped_pg_loss(
-                    logprobs,
-                    old_padded,
-                    adv,
-                    batch.completion_mask,
-                    clip_low=config.clip_eps,
-                    clip_high=config.clip_eps_high,
-                    aggregation=config.loss_aggregation,  # type: ignore[arg-type]
-                    normaliser=normaliser,
-                )
-                loss.backward()
-                loss_total += float(loss.detach())
-                clip_fractions.append(stats["clip_fraction"])
+            loss, fractions = _backward(model, rows, indices, old, config, pad_id=pad_id, device=device)
+            clip_fractions += fractions
             norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)))
             optimizer.step()
-            losses.append(loss_total)
+            losses.append(loss)
     return {
         "loss": float(np.mean(losses)),
         "clip_fraction": float(np.mean(clip_fractions)),
