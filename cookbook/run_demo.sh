@@ -2,8 +2,8 @@
 # The README's main job: GRPO with group admission and bounded resampling, end to end,
 # offline, on a 2-core CPU. Creates .venv and installs requirements-dev.txt if needed, builds
 # the tiny demo policy and the synthetic GSM8K-format problems under .cache/grpo_gsm8k/ (once),
-# then trains (cookbook/grpo_gsm8k/config.yaml). Extra arguments go to the training script,
-# e.g. `bash cookbook/run_demo.sh --steps 10 --resample retry`.
+# then trains (cookbook/grpo_gsm8k/offline/config.yaml). Extra arguments go to the training
+# script, e.g. `bash cookbook/run_demo.sh --steps 10 --resample retry`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +20,5 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export HF_HOME="${HF_HOME:-$PWD/.cache/huggingface}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 
-.venv/bin/python cookbook/grpo_gsm8k/prepare_demo.py
-exec .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/config.yaml "$@"
+.venv/bin/python cookbook/grpo_gsm8k/offline/prepare_demo.py
+exec .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml "$@"

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
+import attrs
 import pytest
 
-from group_admission._cli import main
+from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+from group_admission._cli import _build_parser, main
+from group_admission.simulation import (
+    BinaryTaskModel,
+    CompositeTaskModel,
+    ResponseLengthModel,
+    SimulationConfig,
+)
 
 SMALL = ["--steps", "3", "--target-groups", "6", "--group-size", "4"]
 
@@ -119,6 +129,26 @@ class TestSimulate:
         assert 4 == data["strategies"][0]["budget"]["max_extra_groups"]
         assert ["controller(confidence)", "per_task_retry"] == [r["name"] for r in data["results"]]
 
+    def test_new_fields_get_flags_and_none_unsets_an_optional_field(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        config = write(
+            tmp_path, "simulation:\n  lengths: {max_tokens: 64}\nbudget: {max_total_samples: 90}\n"
+        )
+        report = tmp_path / "out.json"
+        argv = ["--config", config, *SMALL, "--strategies", "controller", "--json", str(report)]
+        argv += ["--mode", "confidence", "--max-tokens", "none", "--max-total-samples", "None"]
+        argv += ["--tasks", "composite", "--shaping-task-share", "0.25", "--tokens-cv", "0"]
+        code, _, err = run(capsys, "simulate", *argv)
+        assert (0, "") == (code, err)
+        data = json.loads(report.read_text())
+        assert ("confidence", None) == (
+            data["strategies"][0]["budget"]["mode"],
+            data["strategies"][0]["budget"]["max_total_samples"],
+        )
+        assert {"mean_tokens": 512.0, "cv": 0.0, "max_tokens": None} == data["config"]["lengths"]
+        assert 0.25 == data["config"]["tasks"]["shaping_task_share"]
+
     def test_policy_and_budget_flags(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         report = tmp_path / "out.json"
         argv = [*SMALL, "--tasks", "composite", "--gate-on", "outcome", "--min-reward-range", "0.5"]
@@ -129,6 +159,34 @@ class TestSimulate:
         assert (["outcome"], 0.5) == (data["policy"]["gate_on"], data["policy"]["min_reward_range"])
         assert 3 == data["strategies"][0]["budget"]["max_extra_groups"]
         assert data["results"][0]["generated_groups"] <= 3 * (6 + 3)
+
+
+class TestFlags:
+    SECTIONS: ClassVar[list[tuple[type, tuple[str, ...]]]] = [
+        (SimulationConfig, ("tasks", "lengths")),
+        (BinaryTaskModel, ()),
+        (CompositeTaskModel, ()),
+        (ResponseLengthModel, ("cv",)),
+        (GroupAdmissionConfig, ()),
+        (SamplingBudgetConfig, ()),
+    ]
+
+    @staticmethod
+    def simulate_flags() -> set[str]:
+        commands = next(a for a in _build_parser()._actions if a.dest == "command")
+        parser = commands.choices["simulate"]  # type: ignore[index]
+        return {flag for action in parser._actions for flag in action.option_strings}
+
+    @pytest.mark.parametrize(("cls", "renamed"), SECTIONS, ids=[c.__name__ for c, _ in SECTIONS])
+    def test_every_config_field_has_a_flag(self, cls: type, renamed: tuple[str, ...]) -> None:
+        wanted = {"--" + f.name.replace("_", "-") for f in attrs.fields(cls) if f.name not in renamed}
+        assert wanted <= self.simulate_flags()
+
+    def test_every_documented_flag_still_parses(self) -> None:
+        text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+        documented = set(re.findall(r"(--[a-z][a-z-]+)", text)) - {"--help", "--version"}
+        assert {"--tokens-cv", "--gate-on", "--tasks", "--strategies", "--plot"} <= documented
+        assert documented <= self.simulate_flags()
 
 
 class TestExplain:
@@ -275,3 +333,84 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )
     assert 2 == bad.returncode
     assert bad.stderr.startswith("group-admission explain: error: cannot access")
+
+
+def command(*argv: str, setup: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line as a process, as the console script runs it (after ``setup``)."""
+    code = f"import sys\nimport group_admission._cli as cli\n{setup}\nsys.exit(cli.main(sys.argv[1:]))"
+    argv_ = [sys.executable, "-c", code, *argv]
+    return subprocess.run(argv_, capture_output=True, text=True, check=False, timeout=120, cwd=cwd)
+
+
+SIM = [
+    "simulate",
+    "--steps",
+    "2",
+    "--target-groups",
+    "4",
+    "--group-size",
+    "4",
+    "--strategies",
+    "controller,slime",
+]
+#: (argv, config file text or None, the message); every row exits 2 with one line, no traceback.
+BAD_COMMANDS = [
+    # A response longer than any model writes overflowed numpy's int64 (a traceback, exit 1).
+    ([*SIM, "--max-tokens", str(10**400)], None, "'max_tokens' must be <= 10000000 tokens"),
+    # Tiny spreads divided by zero (1 / cv^2); absurd means overflowed or ran with 1-token responses.
+    ([*SIM, "--tokens-cv", "1e-300"], None, "'cv' must be 0 or in [1e-06, 10] (got 1e-300)"),
+    ([*SIM, "--tokens-cv", "1e-160"], None, "'cv' must be 0 or in [1e-06, 10] (got 1e-160)"),
+    ([*SIM, "--mean-tokens", "1e300"], None, "'mean_tokens' must be <= 10000000 tokens"),
+    ([*SIM, "--mean-tokens", "1e30"], None, "'mean_tokens' must be <= 10000000 tokens"),
+    ([*SIM, "--mean-tokens", "1e-30"], None, "'mean_tokens' must be >= 1 (got 1e-30)"),
+    ([*SIM, "--mean-tokens", "nan"], None, "'mean_tokens' must be finite (got nan)"),
+    # A strategy's budget that is not a mapping crashed while naming the strategy.
+    (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
+    (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: [1]}]\n", "'budget' must be a"),
+    (["simulate", "--steps", "1"], "strategies: [{kind: per_task_retry, budget: x}]\n", "'budget' must be a"),
+    (["simulate", "--steps", "1"], "strategies: [{kind: per_task_retry, budget: null}]\n", "(got None)"),
+    (
+        ["simulate", "--alpha", "2"],
+        "simulation: {tasks: 3}\n",
+        "'simulation.tasks' must be a mapping (got 3)",
+    ),
+    (["simulate", "--steps", "0"], None, "'steps' must be >= 1 (got 0)"),
+    (["simulate", "--mode", "greedy"], None, "argument --mode: invalid choice: 'greedy'"),
+    (["simulate", "--max-tokens", "1.5"], None, "argument --max-tokens: invalid int value: '1.5'"),
+    (["simulate", "--config", "."], None, "cannot access '.': Is a directory"),
+    (["explain", "missing.yaml"], None, "cannot access 'missing.yaml': No such file or directory"),
+    (["explain"], "policy: {min_reward_std: -1}\n", "'min_reward_std' must be >= 0 (got -1.0)"),
+]
+
+
+@pytest.mark.parametrize(("argv", "config", "message"), BAD_COMMANDS)
+def test_bad_commands_exit_2_with_one_line(
+    tmp_path: Path, argv: list[str], config: str | None, message: str
+) -> None:
+    if config is not None:
+        argv = [*argv, "--config" if argv[0] == "simulate" else "", write(tmp_path, config)]
+        argv = [arg for arg in argv if arg]
+    done = command(*argv, cwd=tmp_path)
+    assert (2, "") == (done.returncode, done.stdout)
+    assert message in done.stderr
+    assert 1 == len(done.stderr.strip().splitlines())
+    assert done.stderr.startswith(f"group-admission {argv[0]}: error: ")
+
+
+def test_a_bug_shows_its_traceback_and_exits_1() -> None:
+    # A ValueError raised while simulating is a bug, not a mistake in the settings.
+    done = command(*SIM, setup="def bug(prepared):\n    raise ValueError('a bug')\ncli.run_simulation = bug")
+    assert 1 == done.returncode
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().endswith("ValueError: a bug")
+
+
+def test_a_bug_is_not_reported_as_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import group_admission._cli as cli
+
+    def bug(prepared: object) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(cli, "run_simulation", bug)
+    with pytest.raises(TypeError, match="a bug"):
+        main(SIM)

@@ -108,6 +108,15 @@ class TestConservation:
             outcome(exhausted_slots=1)
         with pytest.raises(ValueError, match="rejected keys"):
             outcome(rejected={"exact_dead": 1})
+        with pytest.raises(ValueError, match="surplus_groups exceeds the completed groups not delivered"):
+            outcome(surplus_groups=2)
+
+    def test_no_strategy_trains_on_more_than_the_target(self, mixed: SimulationResult) -> None:
+        for result in mixed.results:
+            for step in result.outcomes:
+                assert step.delivered_groups <= step.target_groups, result.name
+                assert step.surplus_groups <= step.discarded_groups, result.name
+            assert result.surplus_groups == sum(step.surplus_groups for step in result.outcomes)
 
 
 class TestMetricDefinitions:

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
+from group_admission import AdmissionSession, GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
 from group_admission.simulation import (
+    DEFAULT_POLICY,
     BinaryTaskModel,
     CompositeTaskModel,
     ControllerResampling,
@@ -119,11 +120,12 @@ class TestDapoDynamicSampling:
     def test_kept_groups_are_trimmed_to_the_target(self) -> None:
         result = run(DapoDynamicSampling(gen_batch_size=40), tasks=LIVE)
         for outcome in result.outcomes:
-            assert (1, 40, 16, 24) == (
+            assert (1, 40, 16, 24, 24) == (
                 outcome.rounds,
                 outcome.generated_groups,
                 outcome.delivered_informative,
                 outcome.discarded_groups,
+                outcome.surplus_groups,
             )
 
     def test_single_member_groups_are_always_kept(self) -> None:
@@ -244,6 +246,58 @@ class TestControllerResampling:
         assert 16 == first.first_round_groups
         assert all(outcome.first_round_groups > 16 for outcome in later)
 
+    @pytest.mark.parametrize("carry_rate", [False, True])
+    def test_each_step_is_an_admission_session_step(self, carry_rate: bool) -> None:
+        config = SimulationConfig(
+            steps=4, group_size=4, target_groups=8, tasks=BinaryTaskModel(alpha=0.5, beta=0.5)
+        )
+        budget = SamplingBudgetConfig(max_extra_groups=12, max_resample_rounds=3)
+        strategy = ControllerResampling(budget=budget, carry_rate=carry_rate)
+        outcomes = simulate(config, strategies=[strategy]).results[0].outcomes
+        session = AdmissionSession(DEFAULT_POLICY, budget=budget)
+        for step, outcome in enumerate(outcomes):
+            # The loop of docs/session.md, run by hand on the same stream.
+            stream, drawn, count = GroupStream(config, step), 0, 8
+            if not carry_rate:
+                session = AdmissionSession(DEFAULT_POLICY, budget=budget)
+            session.begin_step(8)
+            if step and carry_rate:
+                count = session.plan(num_generations=4).extra_groups
+            while count:
+                batch = stream.groups(drawn, count)
+                drawn += count
+                session.judge_batch(batch.rewards, generated_tokens=int(batch.tokens.sum()))
+                count = session.plan(num_generations=4).extra_groups
+            report = session.end_step()
+
+            assert (
+                report.generated_groups,
+                report.generated_tokens,
+                report.sampling_rounds,
+                report.trained_groups,
+                report.surplus_groups,
+                report.short_groups,
+            ) == (
+                outcome.generated_groups,
+                outcome.generated_tokens,
+                outcome.rounds,
+                outcome.delivered_groups,
+                outcome.surplus_groups,
+                outcome.exhausted_slots,
+            )
+
+    def test_admitted_groups_beyond_the_target_are_surplus(self) -> None:
+        # A plan asks for remaining / rate groups, so a lucky round admits more than it needs.
+        result = run(
+            ControllerResampling(budget={"max_extra_groups": 64, "max_resample_rounds": 4}),
+            tasks=BinaryTaskModel(alpha=0.5, beta=0.5),
+            steps=20,
+        )
+        assert result.surplus_groups > 0
+        for outcome in result.outcomes:
+            assert outcome.delivered_groups == min(16, outcome.admitted_groups)
+            assert outcome.surplus_groups == max(0, outcome.admitted_groups - 16)
+
     def test_default_budget_scales_with_the_target(self) -> None:
         strategy = ControllerResampling(mode="confidence")
         assert SamplingBudgetConfig(max_extra_groups=20, max_resample_rounds=3, mode="confidence") == (
@@ -278,6 +332,15 @@ class TestPerTaskRetry:
             # the whole cap of 3 groups; after it the cap is spent.
             assert 16 * 4 == outcome.generated_groups
             assert 16 == outcome.exhausted_slots
+
+    def test_a_second_admitted_group_of_a_task_is_surplus(self) -> None:
+        result = run(PerTaskRetry(), tasks=BinaryTaskModel(alpha=0.5, beta=0.5), group_size=3, steps=8)
+        assert result.surplus_groups > 0
+        for outcome in result.outcomes:
+            retried = outcome.generated_groups - 16
+            recovered = outcome.delivered_informative - outcome.first_round_admitted
+            assert outcome.surplus_groups == outcome.admitted_groups - outcome.delivered_informative
+            assert recovered + outcome.surplus_groups <= retried
 
     def test_no_resample_round_means_no_retry(self) -> None:
         result = run(PerTaskRetry(budget={"max_extra_groups": 2}), tasks=BinaryTaskModel(alpha=0.5, beta=0.5))

@@ -5,13 +5,17 @@ What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from group_admission import RejectionReason
+from grpo_gsm8k.recipe import StepObserver
+
 __all__ = ["JsonlLog", "format_step", "format_summary", "start_prometheus", "summarise", "write_plot"]
 
-REASONS = ("exact_dead", "near_tie", "external", "redundant")
+#: The primary rejection reasons, in precedence order.
+REASONS = tuple(reason.value for reason in RejectionReason)
 
 
 def format_step(record: Mapping[str, Any]) -> str:
@@ -19,10 +23,11 @@ def format_step(record: Mapping[str, Any]) -> str:
     rejected = record["rejections"]
     seconds = record["seconds"]
     reasons = " ".join(f"{name} {rejected[name]}" for name in REASONS if rejected.get(name))
+    surplus = f" +{record['surplus']} surplus" if record["surplus"] else ""
     return (
         f"step {record['step']:>4} | reward {record['reward']:.3f} acc {record['accuracy']:.3f}"
         f" | informative {record['informative_before']:.0%} -> {record['informative_after']:.0%}"
-        f" ({record['admitted']}/{record['target']})"
+        f" ({record['trained']}/{record['target']}{surplus})"
         f" | rejected {reasons or 'none'} (phantom {record['phantom_rejected']})"
         f" | cost x{record['cost']:.2f} in {record['rounds']} round(s)"
         f" | exhausted {'YES' if record['exhausted'] else 'no'}"
@@ -77,6 +82,8 @@ def summarise(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "phantom_rejected": sum(s["phantom_rejected"] for s in steps),
         "candidates": sum(s["generated_groups"] for s in steps),
         "admitted": sum(s["admitted"] for s in steps),
+        "trained": sum(s["trained"] for s in steps),
+        "surplus": sum(s["surplus"] for s in steps),
         "seconds": seconds,
         "admission_share": seconds["admission"] / max(seconds["step"], 1e-12),
     }
@@ -96,7 +103,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"{summary['informative_after_mean']:.0%} of the target after resampling, at x"
             f"{summary['cost_mean']:.2f} generation cost; budget exhausted in "
             f"{summary['exhausted_steps']}/{summary['steps']} steps",
-            f"groups: {summary['candidates']} judged, {summary['admitted']} admitted; rejected: {rejected}; "
+            f"groups: {summary['candidates']} judged, {summary['admitted']} admitted, {summary['trained']} "
+            f"trained on ({summary['surplus']} surplus discarded); rejected: {rejected}; "
             f"{summary['phantom_rejected']} all-wrong groups had brevity spread (phantom gradient) and were "
             f"rejected",
             f"time: generation {s['generation']:.1f}s, reward {s['reward']:.2f}s, admission+planning "
@@ -129,7 +137,7 @@ def write_plot(steps: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
         axes[0, 0].plot(x, _rolling(values, 5), color=line.get_color(), label=f"{label}, 5-step mean")
     axes[0, 0].set_title("reward of the first round's samples")
     axes[0, 1].plot(x, [s["informative_before"] for s in steps], label="before resampling (round 0)")
-    axes[0, 1].plot(x, [s["informative_after"] for s in steps], label="after (admitted / target)")
+    axes[0, 1].plot(x, [s["informative_after"] for s in steps], label="after (trained / target)")
     axes[0, 1].set_ylim(-0.05, 1.05)
     axes[0, 1].set_title("informative group rate")
     axes[1, 0].plot(x, [s["cost"] for s in steps], label="generated / target groups")
@@ -159,9 +167,20 @@ def write_plot(steps: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     return target
 
 
-def start_prometheus(port: int) -> Callable[[Any, Any], None]:
+class _PrometheusObserver(StepObserver):
+    """Exports every round's verdicts and plan."""
+
+    def __init__(self, exporter: Any) -> None:
+        self._exporter = exporter
+
+    def round_judged(self, groups: Sequence[Any], verdicts: Any, plan: Any) -> None:
+        self._exporter.observe(verdicts.result)
+        self._exporter.observe_plan(plan)
+
+
+def start_prometheus(port: int) -> StepObserver:
     """
-    Serve ``group_admission_*`` metrics on ``port`` and return the per-round hook.
+    Serve ``group_admission_*`` metrics on ``port`` and return the observer that feeds them.
 
     Uses a registry of its own, so several runs in one process do not collide.
     """
@@ -172,9 +191,4 @@ def start_prometheus(port: int) -> Callable[[Any, Any], None]:
     registry = CollectorRegistry()
     exporter = PrometheusExporter(registry)
     start_http_server(port, registry=registry)
-
-    def on_round(decisions: Any, plan: Any) -> None:
-        exporter.observe(decisions)
-        exporter.observe_plan(plan)
-
-    return on_round
+    return _PrometheusObserver(exporter)

@@ -1,34 +1,23 @@
 """
-One step's sampling: generate G completions per prompt, score them, judge every group with
-the admission policy, and resample under the budget controller until the target is met or
-the budget says stop. Every round of a step samples from the same weights.
+Sampling: a stream of prompts, G completions per prompt from ``model.generate``, and the
+composite reward of every completion. What to do with the groups is the recipe's job
+(``grpo_gsm8k.recipe``).
 """
 
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import torch
 
-from group_admission import (
-    AdmissionStats,
-    GroupAdmissionPolicy,
-    ResamplePlan,
-    SamplingBudgetController,
-    SamplingBudgetState,
-)
 from grpo_gsm8k.data import Problem, autocast, build_prompt
-from grpo_gsm8k.grpo import completion_mask, parameter_checksum
+from grpo_gsm8k.grpo import completion_mask
 from grpo_gsm8k.rewards import score_group
 
-__all__ = ["Group", "ProblemStream", "RoundRecord", "StepSample", "collect_step", "generate_groups"]
-
-ResampleMode = Literal["fresh", "retry"]
+__all__ = ["Group", "ProblemStream", "generate_groups", "score_groups"]
 
 
 @dataclass
@@ -41,40 +30,17 @@ class Group:
     texts: list[str]
     truncated: list[bool]
     rewards: dict[str, list[float | None]] = field(default_factory=dict)
-    reason: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Completion tokens generated for the group."""
+        return sum(len(ids) for ids in self.completion_ids)
 
     @property
     def total_reward(self) -> list[float]:
         """The reward GRPO trains on: the sum of the components (missing members count 0)."""
         columns = list(self.rewards.values())
         return [float(sum(c[i] or 0.0 for c in columns)) for i in range(len(self.texts))]
-
-
-@dataclass
-class RoundRecord:
-    """What one sampling round generated and admitted, and the policy it sampled from."""
-
-    groups: int
-    admitted: int
-    reasons: dict[str, int]
-    tokens: int
-    checksum: float
-    policy_version: int
-    plan: dict[str, Any] | None = None
-
-
-@dataclass
-class StepSample:
-    """Everything one step sampled: the admitted groups, every round, and the timings."""
-
-    admitted: list[Group]
-    rounds: list[RoundRecord]
-    first_round: list[Group]
-    stats: AdmissionStats
-    state: SamplingBudgetState
-    final_plan: ResamplePlan
-    phantom_rejected: int
-    seconds: dict[str, float]
 
 
 class ProblemStream:
@@ -177,106 +143,3 @@ def score_groups(
             group.rewards = {"accuracy": [None] * len(group.texts), "brevity": [None] * len(group.texts)}
             continue
         group.rewards = {name: list[float | None](values) for name, values in scored.items()}
-
-
-def collect_step(
-    *,
-    sample: Callable[[Sequence[Problem]], list[Group]],
-    score: Callable[[Sequence[Group]], None],
-    stream: ProblemStream,
-    policy: GroupAdmissionPolicy,
-    controller: SamplingBudgetController,
-    target_groups: int,
-    num_generations: int,
-    max_new_tokens: int,
-    resample: ResampleMode,
-    model: Any,
-    policy_version: int,
-    previous_state: SamplingBudgetState | None = None,
-    on_round: Callable[[Any, ResamplePlan], None] | None = None,
-) -> StepSample:
-    """
-    Sample one step: round 0 on ``target_groups`` fresh prompts, then resampling rounds.
-
-    ``resample="fresh"`` draws new prompts for each extra group; ``"retry"`` re-queues the
-    rejected prompts, each at most once per round (so a round may use less than the plan
-    allows). The token cap is planned with the worst case of ``G * max_new_tokens`` tokens
-    per group, so no cap can be overshot. ``on_round(decisions, plan)`` sees each round
-    (the Prometheus exporter hooks here).
-    """
-    seconds = {"generation": 0.0, "reward": 0.0, "admission": 0.0}
-    state = controller.new_state(carry_rate_from=previous_state)
-    stats = AdmissionStats()
-    admitted: list[Group] = []
-    rounds: list[RoundRecord] = []
-    retry_queue: list[Problem] = []
-    first_round: list[Group] = []
-    phantom = 0
-    problems = stream.take(target_groups)
-    worst_tokens_per_group = float(num_generations * max_new_tokens)
-    while True:
-        checksum = parameter_checksum(model)
-        tick = time.perf_counter()
-        groups = sample(problems)
-        seconds["generation"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        score(groups)
-        seconds["reward"] += time.perf_counter() - tick
-        if not first_round:
-            first_round = groups
-
-        tick = time.perf_counter()
-        decisions = policy.evaluate_batch(
-            {name: [g.rewards[name] for g in groups] for name in groups[0].rewards},
-            [g.texts for g in groups] if policy.config.similarity_gate_enabled else None,
-        )
-        tokens = sum(len(ids) for g in groups for ids in g.completion_ids)
-        controller.observe_round(state, decisions, num_generations=num_generations, generated_tokens=tokens)
-        stats.add_many(decisions)
-        reasons: dict[str, int] = {}
-        for group, reason in zip(groups, decisions.reasons(), strict=True):
-            group.reason = reason
-            if reason is None:
-                admitted.append(group)
-                continue
-            reasons[reason] = reasons.get(reason, 0) + 1
-            # Plain GRPO (zero-std filter on the total reward) would have trained on this group.
-            if reason == "exact_dead" and np.std(group.total_reward) > 0:
-                phantom += 1
-            retry_queue.append(group.problem)
-        plan = controller.plan_resampling(
-            state,
-            target_groups=target_groups,
-            num_generations=num_generations,
-            estimated_tokens_per_group=worst_tokens_per_group,
-        )
-        seconds["admission"] += time.perf_counter() - tick
-        if on_round is not None:
-            on_round(decisions, plan)
-        rounds.append(
-            RoundRecord(
-                groups=len(groups),
-                admitted=len(groups) - sum(reasons.values()),
-                reasons=reasons,
-                tokens=tokens,
-                checksum=checksum,
-                policy_version=policy_version,
-                plan=plan.to_dict(),
-            )
-        )
-        if resample == "retry":
-            problems, retry_queue = retry_queue[: plan.extra_groups], retry_queue[plan.extra_groups :]
-        else:
-            problems = stream.take(plan.extra_groups)
-        if not problems:
-            break
-    return StepSample(
-        admitted=admitted,
-        rounds=rounds,
-        first_round=first_round,
-        stats=stats,
-        state=state,
-        final_plan=plan,
-        phantom_rejected=phantom,
-        seconds=seconds,
-    )

@@ -2,11 +2,12 @@
 GRPO on GSM8K with group admission and bounded resampling: a hand-written training loop.
 
 Each step samples G completions for a batch of prompts, scores them with a composite reward
-(accuracy + brevity), judges every group with ``GroupAdmissionPolicy`` (gated on accuracy),
-resamples under ``SamplingBudgetController`` until the target of informative groups is met
-or the budget stops it, and takes clipped policy-gradient updates on the admitted groups.
+(accuracy + brevity), and runs the recipe (``grpo_gsm8k.recipe.collect_step``): an
+``AdmissionSession`` judges every group (gated on accuracy) and plans resampling until the
+target of informative groups is met or the budget stops it. The step then takes clipped
+policy-gradient updates on exactly the target groups (the surplus is discarded).
 
-    python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/config.yaml
+    python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml
     python cookbook/grpo_gsm8k/train.py --model Qwen/Qwen2.5-0.5B-Instruct --device cuda
 """
 
@@ -21,7 +22,7 @@ if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package im
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from group_admission import GroupAdmissionPolicy, SamplingBudgetController
+from group_admission import AdmissionSession, RejectionReason
 from grpo_gsm8k.config import TrainConfig, parse_config
 from grpo_gsm8k.data import (
     Problem,
@@ -47,9 +48,11 @@ from grpo_gsm8k.grpo import (
     parameter_checksum,
     token_logprobs,
 )
+from grpo_gsm8k.observers import RoundLog, Stopwatch
+from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
 from grpo_gsm8k.report import JsonlLog, format_step, format_summary, start_prometheus, summarise, write_plot
 from grpo_gsm8k.rewards import answers_match, extract_answer
-from grpo_gsm8k.rollout import Group, ProblemStream, StepSample, collect_step, generate_groups, score_groups
+from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
 
 __all__ = ["RunResult", "main", "train"]
 
@@ -70,6 +73,67 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+Row = tuple[list[int], list[int], float]  # prompt ids, completion ids, advantage
+
+
+@torch.no_grad()
+def _snapshot_logprobs(
+    model: Any, rows: Sequence[Row], indices: Sequence[int], config: TrainConfig, *, pad_id: int, device: str
+) -> list[torch.Tensor | None]:
+    """Token log-probs of the rows at ``indices`` under the current weights (``None`` elsewhere)."""
+    old: list[torch.Tensor | None] = [None] * len(rows)
+    for part in _chunks(indices, config.micro_batch_size):
+        batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
+        with autocast(device, config.dtype):
+            logprobs = token_logprobs(model, batch, temperature=config.temperature)
+        for k, i in enumerate(part):
+            old[i] = logprobs[k, : len(rows[i][1])]
+    return old
+
+
+def _backward(
+    model: Any,
+    rows: Sequence[Row],
+    indices: Sequence[int],
+    old: list[torch.Tensor | None],
+    config: TrainConfig,
+    *,
+    pad_id: int,
+    device: str,
+) -> tuple[float, list[float]]:
+    """Accumulate the clipped loss's gradient over one mini-batch; return the loss and clip fractions."""
+    if config.loss_aggregation == "token":
+        normaliser = float(sum(len(rows[i][1]) for i in indices))
+    else:
+        normaliser = float(len(indices))
+    loss_total, clip_fractions = 0.0, []
+    for part in _chunks(indices, config.micro_batch_size):
+        batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
+        with autocast(device, config.dtype):
+            logprobs = token_logprobs(model, batch, temperature=config.temperature)
+        old_padded = torch.zeros_like(logprobs)
+        for k, i in enumerate(part):
+            cached = old[i]
+            if cached is None:  # first mini-batch, first epoch: the weights are the snapshot
+                cached = old[i] = logprobs[k, : len(rows[i][1])].detach()
+            old_padded[k, : len(cached)] = cached
+        adv = torch.tensor([rows[i][2] for i in part], device=logprobs.device)
+        loss, stats = clipped_pg_loss(
+            logprobs,
+            old_padded,
+            adv,
+            batch.completion_mask,
+            clip_low=config.clip_eps,
+            clip_high=config.clip_eps_high,
+            aggregation=config.loss_aggregation,  # type: ignore[arg-type]
+            normaliser=normaliser,
+        )
+        loss.backward()
+        loss_total += float(loss.detach())
+        clip_fractions.append(stats["clip_fraction"])
+    return loss_total, clip_fractions
+
+
 def update_policy(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -80,7 +144,7 @@ def update_policy(
     device: str,
 ) -> dict[str, float]:
     """
-    Clipped policy-gradient updates on the admitted groups; returns loss and diagnostics.
+    Clipped policy-gradient updates on the step's groups; returns loss and diagnostics.
 
     The old log-probabilities are taken once, from the sampling snapshot, before the first
     update; mini-batches of ``mini_batch_groups`` groups each take one optimizer step, for
@@ -93,58 +157,21 @@ def update_policy(
         for i, g in enumerate(groups)
         for j, ids in enumerate(g.completion_ids)
     ]
-    size = config.num_generations
-    micro = config.micro_batch_size
-
-    per_update = (config.mini_batch_groups or len(groups)) * size
+    per_update = (config.mini_batch_groups or len(groups)) * config.num_generations
     # Old log-probs come from the sampling snapshot. The first mini-batch is scored before
     # any update, so its own forward pass provides them; only later rows need a pass now.
-    old: list[torch.Tensor | None] = [None] * len(rows)
-    with torch.no_grad():
-        later = list(range(per_update if config.ppo_epochs == 1 else 0, len(rows)))
-        for part in _chunks(later, micro):
-            batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
-            with autocast(device, config.dtype):
-                logprobs = token_logprobs(model, batch, temperature=config.temperature)
-            for k, i in enumerate(part):
-                old[i] = logprobs[k, : len(rows[i][1])]
+    later = list(range(per_update if config.ppo_epochs == 1 else 0, len(rows)))
+    old = _snapshot_logprobs(model, rows, later, config, pad_id=pad_id, device=device)
     losses, clip_fractions, norms = [], [], []
     for _ in range(config.ppo_epochs):
         for start in range(0, len(rows), per_update):
             indices = list(range(start, min(start + per_update, len(rows))))
-            if config.loss_aggregation == "token":
-                normaliser = float(sum(len(rows[i][1]) for i in indices))
-            else:
-                normaliser = float(len(indices))
             optimizer.zero_grad(set_to_none=True)
-            loss_total = 0.0
-            for part in _chunks(indices, micro):
-                batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
-                with autocast(device, config.dtype):
-                    logprobs = token_logprobs(model, batch, temperature=config.temperature)
-                old_padded = torch.zeros_like(logprobs)
-                for k, i in enumerate(part):
-                    cached = old[i]
-                    if cached is None:  # first mini-batch, first epoch: the weights are the snapshot
-                        cached = old[i] = logprobs[k, : len(rows[i][1])].detach()
-                    old_padded[k, : len(cached)] = cached
-                adv = torch.tensor([rows[i][2] for i in part], device=logprobs.device)
-                loss, stats = clipped_pg_loss(
-                    logprobs,
-                    old_padded,
-                    adv,
-                    batch.completion_mask,
-                    clip_low=config.clip_eps,
-                    clip_high=config.clip_eps_high,
-                    aggregation=config.loss_aggregation,  # type: ignore[arg-type]
-                    normaliser=normaliser,
-                )
-                loss.backward()
-                loss_total += float(loss.detach())
-                clip_fractions.append(stats["clip_fraction"])
+            loss, fractions = _backward(model, rows, indices, old, config, pad_id=pad_id, device=device)
+            clip_fractions += fractions
             norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)))
             optimizer.step()
-            losses.append(loss_total)
+            losses.append(loss)
     return {
         "loss": float(np.mean(losses)),
         "clip_fraction": float(np.mean(clip_fractions)),
@@ -184,144 +211,177 @@ def greedy_accuracy(
 
 
 def step_record(
-    step: int, sample: StepSample, config: TrainConfig, update: dict[str, float]
+    step: int, sample: StepSample, log: RoundLog, session: AdmissionSession, update: dict[str, float]
 ) -> dict[str, Any]:
     """The JSON record of one step (also what the per-step line and the plot read)."""
-    first = sample.first_round
-    target = config.batch_size
-    reasons = {"exact_dead": 0, "near_tie": 0, "external": 0, "redundant": 0}
-    for record in sample.rounds:
-        for reason, count in record.reasons.items():
-            reasons[reason] += count
-    stats = sample.stats
+    report, first = sample.report, log.first_round
+    counts = session.step_stats.metrics()
     lengths = [len(ids) for g in first for ids in g.completion_ids]
     return {
         "step": step,
         "reward": float(np.mean([r for g in first for r in g.total_reward])),
         "accuracy": float(np.mean([r or 0.0 for g in first for r in g.rewards["accuracy"]])),
-        "reward_admitted": float(np.mean([r for g in sample.admitted for r in g.total_reward]))
-        if sample.admitted
+        "reward_trained": float(np.mean([r for g in sample.trained for r in g.total_reward]))
+        if sample.trained
         else None,
-        "informative_before": sample.rounds[0].admitted / sample.rounds[0].groups,
-        "informative_after": min(len(sample.admitted), target) / target,
-        "target": target,
-        "admitted": len(sample.admitted),
-        "candidates": stats.candidates,
-        "generated_groups": sample.state.generated_groups,
-        "generated_samples": sample.state.generated_samples,
-        "generated_tokens": sample.state.generated_tokens,
-        "rounds": len(sample.rounds),
-        "cost": sample.state.generated_groups / target,
-        "exhausted": sample.final_plan.exhausted,
-        "limited_by": list(sample.final_plan.limited_by),
-        "rejections": reasons,
-        "phantom_rejected": sample.phantom_rejected,
+        "informative_before": log.rounds[0].admitted / log.rounds[0].groups,
+        "informative_after": len(sample.trained) / report.target_groups,
+        "target": report.target_groups,
+        "admitted": report.admitted_groups,
+        "trained": len(sample.trained),
+        "surplus": report.surplus_groups,
+        "candidates": counts["candidate_group_count"],
+        "generated_groups": report.generated_groups,
+        "generated_samples": report.generated_samples,
+        "generated_tokens": report.generated_tokens,
+        "rounds": report.sampling_rounds,
+        "cost": report.generated_groups / report.target_groups,
+        "exhausted": report.exhausted,
+        "limited_by": list(report.limited_by),
+        "rejections": {reason.value: counts[reason.metric_name] for reason in RejectionReason},
+        "phantom_rejected": log.phantom,
         "completion_tokens_mean": float(np.mean(lengths)),
-        "round_detail": [vars(r) for r in sample.rounds],
-        "snapshot_checksums": [r.checksum for r in sample.rounds],
-        "policy_version": sample.rounds[0].policy_version,
+        "round_detail": [vars(r) for r in log.rounds],
+        "snapshot_checksums": [r.checksum for r in log.rounds],
+        "policy_version": log.rounds[0].policy_version,
         **update,
     }
+
+
+@dataclass
+class _Run:
+    """What a run works with: the policy being trained, its data, and where it reports."""
+
+    config: TrainConfig
+    device: str
+    model: Any
+    tokenizer: Any
+    eos: list[int]
+    stream: ProblemStream
+    held_out: list[Problem]
+    optimizer: torch.optim.Optimizer
+    log: JsonlLog
+    observers: list[StepObserver]
+
+    def generate(self) -> Callable[[Sequence[Problem]], list[Group]]:
+        c = self.config
+        return partial(
+            generate_groups,
+            self.model,
+            self.tokenizer,
+            num_generations=c.num_generations,
+            max_new_tokens=c.max_new_tokens,
+            temperature=c.temperature,
+            top_p=c.top_p,
+            eos_ids=self.eos,
+            system_prompt=c.system_prompt,
+            generation_batch_size=c.generation_batch_size,
+            device=self.device,
+            dtype=c.dtype,
+        )
+
+    def score(self) -> Callable[[Sequence[Group]], None]:
+        c = self.config
+        return partial(
+            score_groups,
+            brevity_weight=c.brevity_weight,
+            free_chars=c.brevity_chars,
+            lenient=c.lenient_answers,
+        )
+
+    def resample(self) -> Resample:
+        return retry_rejected() if self.config.resample == "retry" else fresh_problems(self.stream)
+
+
+def _load(config: TrainConfig, split: str, limit: int | None) -> list[Problem]:
+    return load_problems(
+        config.dataset,
+        config.subset,
+        split,
+        question_field=config.question_field,
+        answer_field=config.answer_field,
+        limit=limit,
+    )
+
+
+def _start(config: TrainConfig, output: Path) -> _Run:
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    device = resolve_device(config.device)
+    model, tokenizer = load_policy(config.model, device=device)
+    problems = _load(config, config.split, config.max_train_problems)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    return _Run(
+        config=config,
+        device=device,
+        model=model,
+        tokenizer=tokenizer,
+        eos=eos_token_ids(tokenizer, model),
+        stream=ProblemStream(problems, config.seed),
+        held_out=_load(config, config.eval_split, config.eval_problems) if config.eval_problems else [],
+        optimizer=torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay),
+        log=JsonlLog(output / "steps.jsonl"),
+        observers=[start_prometheus(config.prometheus_port)] if config.prometheus_port else [],
+    )
+
+
+def _session(config: TrainConfig) -> AdmissionSession:
+    return AdmissionSession(config.admission_config(), budget=config.budget_config(), host="grpo_gsm8k")
+
+
+def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict[str, Any]:
+    """Sample one step with the recipe, train on its groups, and return the step's record."""
+    config, started = run.config, time.perf_counter()
+    stopwatch, rounds = Stopwatch(), RoundLog(run.model, version)
+    sample = collect_step(
+        session,
+        run.stream.take(config.batch_size),
+        run.generate(),
+        run.score(),
+        run.resample(),
+        num_generations=config.num_generations,
+        tokens_per_group=float(config.num_generations * config.max_new_tokens),
+        observers=[stopwatch, rounds, *run.observers],
+    )
+    tick = time.perf_counter()
+    update = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "updates": 0.0}
+    if sample.trained:
+        pad = run.tokenizer.pad_token_id
+        update = update_policy(
+            run.model, run.optimizer, sample.trained, config, pad_id=pad, device=run.device
+        )
+    seconds = dict(stopwatch.seconds, training=time.perf_counter() - tick)
+    seconds["step"] = time.perf_counter() - started
+    record = step_record(step, sample, rounds, session, update)
+    record["seconds"] = seconds
+    record["admission_share"] = seconds["admission"] / seconds["step"]
+    return record
 
 
 def train(config: TrainConfig) -> RunResult:
     """Run the whole recipe; returns the per-step records and the summary."""
     from tqdm.auto import tqdm
 
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)
-    device = resolve_device(config.device)
-    model, tokenizer = load_policy(config.model, device=device)
-    eos = eos_token_ids(tokenizer, model)
-    problems = load_problems(
-        config.dataset,
-        config.subset,
-        config.split,
-        question_field=config.question_field,
-        answer_field=config.answer_field,
-        limit=config.max_train_problems,
-    )
-    held_out = (
-        load_problems(
-            config.dataset,
-            config.subset,
-            config.eval_split,
-            question_field=config.question_field,
-            answer_field=config.answer_field,
-            limit=config.eval_problems,
-        )
-        if config.eval_problems
-        else []
-    )
-    policy = GroupAdmissionPolicy(config.admission_config())
-    controller = SamplingBudgetController(config.budget_config())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    stream = ProblemStream(problems, config.seed)
-    on_round = start_prometheus(config.prometheus_port) if config.prometheus_port else None
     output = Path(config.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    log = JsonlLog(output / "steps.jsonl")
-
-    sample_fn = partial(
-        generate_groups,
-        model,
-        tokenizer,
-        num_generations=config.num_generations,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        eos_ids=eos,
-        system_prompt=config.system_prompt,
-        generation_batch_size=config.generation_batch_size,
-        device=device,
-        dtype=config.dtype,
+    run = _start(config, output)
+    result = RunResult(
+        steps=[], summary={}, output_dir=output, initial_checksum=parameter_checksum(run.model)
     )
-    score_fn = partial(
-        score_groups,
-        brevity_weight=config.brevity_weight,
-        free_chars=config.brevity_chars,
-        lenient=config.lenient_answers,
-    )
-    result = RunResult(steps=[], summary={}, output_dir=output, initial_checksum=parameter_checksum(model))
-    if held_out:
-        result.eval_accuracy["before"] = greedy_accuracy(model, tokenizer, held_out, config, eos, device)
-    previous_state = None
-    version = 0
+    if run.held_out:
+        result.eval_accuracy["before"] = greedy_accuracy(
+            run.model, run.tokenizer, run.held_out, config, run.eos, run.device
+        )
+    session, version = _session(config), 0
     bar = tqdm(total=config.steps, desc="GRPO", unit="step", disable=not config.progress, dynamic_ncols=True)
     try:
         for step in range(1, config.steps + 1):
-            started = time.perf_counter()
-            sample = collect_step(
-                sample=sample_fn,
-                score=score_fn,
-                stream=stream,
-                policy=policy,
-                controller=controller,
-                target_groups=config.batch_size,
-                num_generations=config.num_generations,
-                max_new_tokens=config.max_new_tokens,
-                resample=config.resample,  # type: ignore[arg-type]
-                model=model,
-                policy_version=version,
-                previous_state=previous_state if config.carry_rate else None,
-                on_round=on_round,
-            )
-            previous_state = sample.state
-            tick = time.perf_counter()
-            update = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "updates": 0.0}
-            if sample.admitted:
-                update = update_policy(
-                    model, optimizer, sample.admitted, config, pad_id=tokenizer.pad_token_id, device=device
-                )
-                version += int(update["updates"])
-            seconds = dict(sample.seconds, training=time.perf_counter() - tick)
-            seconds["step"] = time.perf_counter() - started
-            record = step_record(step, sample, config, update)
-            record["seconds"] = seconds
-            record["admission_share"] = seconds["admission"] / seconds["step"]
-            log.write(record)
+            # One session carries its rate estimate from step to step; carry_rate=false starts afresh.
+            session = session if config.carry_rate else _session(config)
+            record = _step(run, session, step, version)
+            version += int(record["updates"])
+            run.log.write(record)
             result.steps.append(record)
             bar.write(format_step(record))
             bar.set_postfix(
@@ -330,19 +390,27 @@ def train(config: TrainConfig) -> RunResult:
             bar.update(1)
     finally:
         bar.close()
-        log.close()
-    result.final_checksum = parameter_checksum(model)
-    if held_out:
-        result.eval_accuracy["after"] = greedy_accuracy(model, tokenizer, held_out, config, eos, device)
+        run.log.close()
+    result.final_checksum = parameter_checksum(run.model)
+    if run.held_out:
+        result.eval_accuracy["after"] = greedy_accuracy(
+            run.model, run.tokenizer, run.held_out, config, run.eos, run.device
+        )
+    _finish(run, result)
+    return result
+
+
+def _finish(run: _Run, result: RunResult) -> None:
+    """Write the summary, the plot and (if asked) the model."""
+    config, output = run.config, result.output_dir
     result.summary = summarise(result.steps)
     result.summary["eval_accuracy"] = result.eval_accuracy
     (output / "summary.json").write_text(json.dumps(result.summary, indent=2))
     if config.plot and result.steps:
         write_plot(result.steps, output / "curves.png")
     if config.save_model:
-        model.save_pretrained(output / "model")
-        tokenizer.save_pretrained(output / "model")
-    return result
+        run.model.save_pretrained(output / "model")
+        run.tokenizer.save_pretrained(output / "model")
 
 
 def main(argv: Sequence[str] | None = None) -> RunResult:

@@ -1,25 +1,41 @@
 """
 The ``group-admission`` command: ``simulate`` strategies and ``explain`` a config.
 
-Every error in the user's input (a missing file, bad YAML, an out-of-range value, an
-unknown key) ends the command with exit status 2 and one line on stderr that names the
-problem; no traceback.
+A mistake in the user's settings (a config file that cannot be read, bad YAML, an unknown
+key, a value out of range, an output path that cannot be written) ends the command with
+exit status 2 and one line on stderr that names the problem. Anything else is a bug: it
+shows its traceback (exit status 1).
+
+The settings flags are generated from the fields of the config classes, so a new field
+gets its flag, its type and its help text without touching this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import inspect
 import json
 import os
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import NoneType, UnionType
+from typing import Any, NoReturn, TextIO
 
+import attrs
+
+from . import simulation
 from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
+from ._exceptions import ConfigurationError
+from ._explain import explain_budget, explain_policy
 from ._loading import load_yaml_mapping, require_extra
 from ._validation import describe
+from .simulation._models import TASK_MODELS
+from .simulation._simulate import PreparedSimulation, prepare_simulation, run_simulation
 
 __all__ = ["main"]
 
@@ -28,8 +44,41 @@ PROG = "group-admission"
 SECTIONS = ("policy", "budget", "simulation", "strategies")
 
 
-class UsageError(Exception):
-    """A problem with the user's input: reported on one line, exit status 2."""
+@attrs.frozen
+class _Section:
+    """One section of the settings, and the config classes whose fields are its flags."""
+
+    path: tuple[str, ...]
+    classes: tuple[type, ...]
+    title: str
+    skip: tuple[str, ...] = ()
+    #: Flag names for fields whose name alone would be ambiguous on the command line.
+    rename: Mapping[str, str] = attrs.field(factory=dict)
+
+
+_FLAG_SECTIONS = (
+    _Section(
+        ("simulation",),
+        (simulation.SimulationConfig,),
+        "simulation (the 'simulation' section)",
+        skip=("tasks", "lengths"),
+    ),
+    _Section(
+        ("simulation", "tasks"),
+        (simulation.BinaryTaskModel, simulation.CompositeTaskModel),
+        "tasks ('simulation.tasks')",
+    ),
+    _Section(
+        ("simulation", "lengths"),
+        (simulation.ResponseLengthModel,),
+        "response lengths ('simulation.lengths')",
+        rename={"cv": "tokens-cv"},
+    ),
+    _Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
+    _Section(
+        ("budget",), (SamplingBudgetConfig,), "budget of the controller strategies (the 'budget' section)"
+    ),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,8 +88,96 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _flag(parser: argparse._ActionsContainer, name: str, kind: Callable[[str], Any], help_text: str) -> None:
-    parser.add_argument(name, type=kind, default=None, help=help_text)
+def _field_help(cls: type) -> dict[str, str]:
+    """The first sentence of each field's entry under ``Args:`` in the class docstring."""
+    helps: dict[str, str] = {}
+    name, in_args = "", False
+    for line in (inspect.getdoc(cls) or "").splitlines():
+        if line.strip() == "Args:":
+            in_args = True
+        elif in_args and line and not line.startswith(" "):
+            break
+        elif in_args and (entry := re.match(r"^    (\w+): (.*)$", line)):
+            name, helps[entry[1]] = entry[1], entry[2]
+        elif in_args and name and line.startswith("        "):
+            helps[name] += " " + line.strip()
+    plain = {key: re.sub(r":\w+:`~?([^`]*)`|``|\*\*", r"\1", text) for key, text in helps.items()}
+    return {key: re.split(r"(?<=\.)\s", text, maxsplit=1)[0] for key, text in plain.items()}
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+@attrs.frozen
+class _FlagKind:
+    """How a flag reads a field: its parser, choices, metavar and a note for the help."""
+
+    parse: Callable[[str], Any]
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    note: str = ""
+
+
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse_optional(text: str) -> Any:
+        return None if text.strip().lower() in ("none", "null") else parse(text)
+
+    parse_optional.__name__ = getattr(parse, "__name__", "value")  # argparse names it in errors
+    return parse_optional
+
+
+def _flag_kind(hint: Any) -> _FlagKind:
+    """How a flag reads a field of type ``hint``."""
+    # Only the field types the config classes use; a new kind of field fails loudly here.
+    arguments = typing.get_args(hint)
+    union = typing.get_origin(hint) is typing.Union or isinstance(hint, UnionType)
+    optional = union and NoneType in arguments
+    base = next(arg for arg in arguments if arg is not NoneType) if optional else hint
+    if typing.get_origin(base) is typing.Literal:
+        kind = _FlagKind(str, choices=tuple(typing.get_args(base)))
+    elif typing.get_origin(base) is tuple:
+        kind = _FlagKind(_names, metavar="NAMES", note="; comma-separated")
+    elif base in (int, float, str):
+        # 10**400 parses; the config's own validator refuses what is out of range.
+        kind = _FlagKind(base, metavar={int: "N", float: "X", str: "TEXT"}[base])
+    else:
+        msg = f"no command-line flag for a field of type {hint!r}"
+        raise TypeError(msg)
+    if optional:
+        return attrs.evolve(kind, parse=_optional(kind.parse), note=kind.note + "; 'none' unsets it")
+    return kind
+
+
+def _add_section_flags(parser: argparse.ArgumentParser, section: _Section, seen: set[str]) -> None:
+    group = parser.add_argument_group(section.title)
+    if section.path == ("simulation", "tasks"):
+        kinds = tuple(sorted(TASK_MODELS))
+        group.add_argument(
+            "--tasks",
+            dest="simulation.tasks.kind",
+            choices=kinds,
+            default=argparse.SUPPRESS,
+            help="task model",
+        )
+    for cls in section.classes:
+        hints = typing.get_type_hints(cls, globalns=cls.to_dict.__globals__)  # type: ignore[attr-defined]
+        helps = _field_help(cls)
+        for field in attrs.fields(cls):
+            flag = "--" + section.rename.get(field.name, field.name.replace("_", "-"))
+            if field.name in section.skip or flag in seen:
+                continue
+            seen.add(flag)
+            kind = _flag_kind(hints[field.name])
+            group.add_argument(
+                flag,
+                dest=".".join((*section.path, field.name)),
+                type=kind.parse,
+                choices=kind.choices,
+                default=argparse.SUPPRESS,
+                metavar=kind.metavar,
+                help=helps.get(field.name, field.name).rstrip(".") + kind.note,
+            )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -54,8 +191,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    simulate = commands.add_parser(
+    command = commands.add_parser(
         "simulate",
         help="simulate admission strategies and print their cost and yield",
         description=(
@@ -66,48 +202,22 @@ def _build_parser() -> argparse.ArgumentParser:
             "'budget' and 'strategies' sections) and flags; flags win."
         ),
     )
-    simulate.add_argument("--config", metavar="PATH", help="YAML file with the settings")
-    run = simulate.add_argument_group("simulation (the 'simulation' section)")
-    _flag(run, "--steps", int, "training steps to simulate")
-    _flag(run, "--seed", int, "seed; the same seed gives the same figures")
-    _flag(run, "--target-groups", int, "groups each step trains on (rollout/train batch size)")
-    _flag(run, "--group-size", int, "completions per group")
-    _flag(run, "--failure-rate", float, "probability that a group's rollout fails (rejected as external)")
-    _flag(run, "--safety-max-rounds", int, "safety limit on rounds per step for uncapped strategies")
-    tasks = simulate.add_argument_group("tasks and lengths ('simulation.tasks', 'simulation.lengths')")
-    tasks.add_argument("--tasks", choices=("binary", "composite"), default=None, help="task model kind")
-    _flag(tasks, "--alpha", float, "Beta shape alpha of task pass rates")
-    _flag(tasks, "--beta", float, "Beta shape beta of task pass rates")
-    _flag(tasks, "--shaping-mean", float, "mean of the shaping term (composite)")
-    _flag(tasks, "--shaping-spread", float, "std of the shaping term (composite)")
-    _flag(tasks, "--shaping-resolution", float, "grid step of the shaping term (composite)")
-    _flag(tasks, "--mean-tokens", float, "mean response length in tokens")
-    _flag(tasks, "--tokens-cv", float, "coefficient of variation of response lengths")
-    _flag(tasks, "--max-tokens", int, "truncation length of responses")
-    policy = simulate.add_argument_group("policy (the 'policy' section)")
-    _flag(policy, "--min-reward-std", float, "minimum population std of the gated reward")
-    _flag(policy, "--min-reward-range", float, "minimum max - min of the gated reward")
-    _flag(policy, "--min-nontrivial-advantages", int, "minimum members off the group mean")
-    _flag(policy, "--gate-on", str, "comma-separated reward components to gate on (e.g. outcome)")
-    budget = simulate.add_argument_group("budget of the controller strategies (the 'budget' section)")
-    _flag(budget, "--max-extra-groups", int, "groups a step may generate beyond the target")
-    _flag(budget, "--max-extra-groups-per-round", int, "cap on the groups of one round")
-    _flag(budget, "--max-resample-rounds", int, "rounds after the first")
-    _flag(budget, "--max-total-samples", int, "cap on samples per step")
-    _flag(budget, "--max-total-tokens", int, "cap on tokens per step")
-    _flag(budget, "--confidence", float, "probability target of confidence mode")
-    output = simulate.add_argument_group("strategies and output")
-    _flag(
-        output,
+    command.add_argument("--config", metavar="PATH", help="YAML file with the settings")
+    seen: set[str] = set()
+    for section in _FLAG_SECTIONS:
+        _add_section_flags(command, section, seen)
+    output = command.add_argument_group("strategies and output")
+    output.add_argument(
         "--strategies",
-        str,
-        "comma-separated kinds: no_filtering, slime, dapo, roll, ragen, per_task_retry, controller, "
-        "oracle (default: the 'strategies' section, else one of each)",
+        type=_names,
+        default=None,
+        metavar="KINDS",
+        help=f"comma-separated kinds: {', '.join(simulation.STRATEGY_KINDS)} "
+        "(default: the 'strategies' section, else one of each)",
     )
     output.add_argument("--csv", metavar="PATH", help="also write one CSV row per strategy")
     output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     output.add_argument("--plot", metavar="PATH", help="also write a PNG plot (needs matplotlib)")
-
     explain = commands.add_parser(
         "explain",
         help="validate a policy/budget config and say what each gate and cap will do",
@@ -121,273 +231,162 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None:
-        text = f"cannot access '{os.fspath(exc.filename)}': {exc.strerror or exc}"
-    else:
-        text = str(exc)
+def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def _user_input() -> Iterator[None]:
+    """Report an argument error raised while the settings are built as the user's mistake."""
+    try:
+        yield
+    except ConfigurationError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+def _cannot_access(path: str, exc: OSError) -> ConfigurationError:
+    return ConfigurationError(f"cannot access '{os.fspath(path)}': {exc.strerror or exc}")
 
 
 def _read_config(path: str | None) -> tuple[dict[str, Any], set[str]]:
     """The file's sections (absent or empty ones as empty mappings) and the keys present."""
-    if path is None:
-        return {key: {} for key in ("policy", "budget", "simulation")}, set()
-    data = dict(load_yaml_mapping(path))
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = dict(load_yaml_mapping(path))
+        except OSError as exc:
+            raise _cannot_access(path, exc) from exc
+        except ImportError as exc:  # PyYAML missing: the message names the pip line
+            raise ConfigurationError(str(exc)) from exc
     present = {str(key) for key in data}
     unknown = sorted(str(key) for key in data if key not in SECTIONS)
     if unknown:
         msg = f"unknown section(s) {unknown} in '{path}' (known: {', '.join(SECTIONS)})"
-        raise UsageError(msg)
+        raise ConfigurationError(msg)
     for key in ("policy", "budget", "simulation"):
         if data.get(key) is None:
             data[key] = {}
         elif not isinstance(data[key], Mapping):
             msg = f"'{key}' in '{path}' must be a mapping (got {describe(data[key])})"
-            raise UsageError(msg)
+            raise ConfigurationError(msg)
         else:
             data[key] = dict(data[key])
     return data, present
 
 
-def _overlay(target: dict[str, Any], values: Mapping[str, Any]) -> None:
-    target.update({key: value for key, value in values.items() if value is not None})
+def _apply_flags(data: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write every settings flag given into its section of ``data`` (flags win over the file)."""
+    for dest, value in sorted(vars(args).items()):
+        if "." not in dest:
+            continue
+        *path, name = dest.split(".")
+        node = data
+        for depth, key in enumerate(path):
+            child = node.get(key)
+            if child is None:
+                child = {}
+            elif not isinstance(child, Mapping):
+                where = ".".join(path[: depth + 1])
+                msg = f"'{where}' must be a mapping (got {describe(child)})"
+                raise ConfigurationError(msg)
+            node[key] = node = dict(child)
+        node[name] = value
 
 
-def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key)
-    if value is None:
-        value = {}
-    elif not isinstance(value, Mapping):
-        msg = f"'simulation.{key}' must be a mapping (got {describe(value)})"
-        raise UsageError(msg)
-    return dict(value)
+def _strategies(value: object) -> list[Any] | None:
+    if value is not None and not isinstance(value, list):
+        msg = f"'strategies' must be a list of kinds or mappings (got {describe(value)})"
+        raise ConfigurationError(msg)
+    return value
+
+
+def _prepare(args: argparse.Namespace) -> PreparedSimulation:
+    """Every setting of ``simulate``, checked; a mistake raises ``ConfigurationError``."""
+    if args.plot is not None:
+        try:  # fail before simulating, not after
+            require_extra("matplotlib", "plot", "--plot")
+        except ImportError as exc:
+            raise ConfigurationError(str(exc)) from exc
+    with _user_input():
+        data, _ = _read_config(args.config)
+        _apply_flags(data, args)
+        strategies = _strategies(data.get("strategies") if args.strategies is None else args.strategies)
+        policy, budget = data["policy"], data["budget"]
+        return prepare_simulation(
+            simulation.SimulationConfig.from_mapping(data["simulation"]),
+            policy=GroupAdmissionConfig.from_mapping(policy) if policy else None,
+            strategies=strategies,
+            budget=SamplingBudgetConfig.from_mapping(budget) if budget else None,
+        )
+
+
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[TextIO]:
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise _cannot_access(path, exc) from exc
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from . import simulation  # noqa: PLC0415  (--help and a policy-only explain stay light)
-
-    data, _ = _read_config(args.config)
-    if args.plot is not None:
-        # Fail before simulating, not after.
-        require_extra("matplotlib", "plot", "--plot")
-    config = data["simulation"]
-    _overlay(
-        config,
-        {
-            "steps": args.steps,
-            "seed": args.seed,
-            "target_groups": args.target_groups,
-            "group_size": args.group_size,
-            "failure_rate": args.failure_rate,
-            "safety_max_rounds": args.safety_max_rounds,
-        },
-    )
-    tasks, lengths = _section(config, "tasks"), _section(config, "lengths")
-    _overlay(
-        tasks,
-        {
-            "kind": args.tasks,
-            "alpha": args.alpha,
-            "beta": args.beta,
-            "shaping_mean": args.shaping_mean,
-            "shaping_spread": args.shaping_spread,
-            "shaping_resolution": args.shaping_resolution,
-        },
-    )
-    _overlay(lengths, {"mean_tokens": args.mean_tokens, "cv": args.tokens_cv, "max_tokens": args.max_tokens})
-    config["tasks"], config["lengths"] = tasks, lengths
-    policy = data["policy"]
-    gate_on = None if args.gate_on is None else [name.strip() for name in args.gate_on.split(",")]
-    _overlay(
-        policy,
-        {
-            "min_reward_std": args.min_reward_std,
-            "min_reward_range": args.min_reward_range,
-            "min_nontrivial_advantages": args.min_nontrivial_advantages,
-            "gate_on": gate_on,
-        },
-    )
-    budget = data["budget"]
-    _overlay(
-        budget,
-        {
-            "max_extra_groups": args.max_extra_groups,
-            "max_extra_groups_per_round": args.max_extra_groups_per_round,
-            "max_resample_rounds": args.max_resample_rounds,
-            "max_total_samples": args.max_total_samples,
-            "max_total_tokens": args.max_total_tokens,
-            "confidence": args.confidence,
-        },
-    )
-    strategies = data.get("strategies")
-    if args.strategies is not None:
-        strategies = [kind.strip() for kind in args.strategies.split(",") if kind.strip()]
-    if strategies is not None and (
-        isinstance(strategies, (str, Mapping)) or not isinstance(strategies, list)
-    ):
-        msg = f"'strategies' must be a list of kinds or mappings (got {describe(strategies)})"
-        raise UsageError(msg)
-    result = simulation.simulate(
-        simulation.SimulationConfig.from_mapping(config),
-        policy=GroupAdmissionConfig.from_mapping(policy) if policy else None,
-        strategies=strategies,
-        budget=SamplingBudgetConfig.from_mapping(budget) if budget else None,
-    )
+    result = run_simulation(_prepare(args))
     print(result.format_table())
     if args.csv is not None:
         rows = result.rows()
-        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+        with _output(args.csv) as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
         print(f"wrote {args.csv}")
     if args.json is not None:
-        with open(args.json, "w", encoding="utf-8") as handle:
+        with _output(args.json) as handle:
             json.dump(result.to_dict(), handle, indent=2)
             handle.write("\n")
         print(f"wrote {args.json}")
     if args.plot is not None:
-        simulation.plot_result(result, args.plot)
+        try:
+            simulation.plot_result(result, args.plot)
+        except OSError as exc:
+            raise _cannot_access(args.plot, exc) from exc
         print(f"wrote {args.plot}")
     return 0
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def _explain_policy(config: GroupAdmissionConfig) -> list[str]:
-    gated = (
-        "the sum of all reward components"
-        if config.gate_on is None
-        else f"the sum of the reward component(s) {', '.join(config.gate_on)}"
-    )
-    lines = [f"Policy: every check looks at the gated reward, {gated}; groups are judged whole."]
-    if config.min_reward_std > 0:
-        lines.append(
-            f"  - std gate: rejects a group whose population std is below {_number(config.min_reward_std)} "
-            "(GRPO's sample std is larger by sqrt(n/(n-1)))."
-        )
-    else:
-        lines.append("  - std gate: off (min_reward_std = 0).")
-    if config.min_reward_range > 0:
-        lines.append(
-            f"  - range gate: rejects a group whose max - min is below {_number(config.min_reward_range)}, "
-            "the reward's effective resolution."
-        )
-    else:
-        lines.append("  - range gate: off (min_reward_range = 0).")
-    if config.min_nontrivial_advantages > 0:
-        lines.append(
-            "  - advantage gate: rejects a group with fewer than "
-            f"{config.min_nontrivial_advantages} member(s) whose reward differs from the group "
-            f"mean by more than {_number(config.advantage_tolerance)}."
-        )
-    else:
-        lines.append("  - advantage gate: off (min_nontrivial_advantages = 0).")
-    if config.similarity_gate_enabled:
-        lines.append(
-            "  - redundancy gate: rejects a group whose completions' mean pairwise similarity "
-            f"(token {config.similarity_ngram_size}-gram Jaccard) exceeds "
-            f"{_number(config.max_mean_pairwise_similarity or 0.0)}; completion texts are then required."
-        )
-    else:
-        lines.append("  - redundancy gate: off (max_mean_pairwise_similarity is None).")
-    if config.reward_gate_enabled:
-        lines.append(
-            "  A group whose gated rewards are all identical is rejected as exact_dead; one whose "
-            "rewards differ but fail a reward gate is rejected as near_tie."
-        )
-    else:
-        lines.append("  No reward gate is on: every well-formed group passes the reward checks.")
-    lines.append(
-        "  Missing or non-finite rewards, and caller-supplied reasons, reject a group as external "
-        "(counted, never raised)."
-    )
-    return lines
-
-
-def _cap(value: int | None, text: str, none_text: str) -> str:
-    return f"  - {text.format(value)}" if value is not None else f"  - {none_text}"
-
-
-def _explain_budget(config: SamplingBudgetConfig) -> list[str]:
+def _simulation_lines(data: dict[str, Any], present: set[str]) -> list[str]:
+    """The one-line summaries of the 'simulation' and 'strategies' sections, checked."""
+    config = simulation.SimulationConfig.from_mapping(data["simulation"])
     lines = [
-        "Budget: the controller plans extra groups of a step until its target of admitted groups is met."
+        f"Simulation: {config.steps} step(s) of target {config.target_groups} group(s) of "
+        f"{config.group_size}, {config.tasks.kind} tasks (mean pass rate "
+        f"{config.tasks.mean_pass_rate:.3f}), seed {config.seed}."
     ]
-    if config.max_extra_groups == 0 or config.max_resample_rounds == 0:
-        lines.append(
-            "  - resampling is disabled (max_extra_groups or max_resample_rounds is 0): every plan after "
-            "the first round is exhausted unless the target is already met."
-        )
-    lines.append(
-        f"  - at most {config.max_extra_groups} group(s) beyond the target per step "
-        f"(a step generates at most target + {config.max_extra_groups} groups)."
-    )
-    lines.append(f"  - at most {config.max_resample_rounds} resample round(s) after the first.")
-    lines.append(
-        _cap(config.max_extra_groups_per_round, "at most {} group(s) per round.", "no per-round group cap.")
-    )
-    lines.append(_cap(config.max_total_samples, "at most {} samples per step.", "no sample cap."))
-    lines.append(
-        _cap(
-            config.max_total_tokens,
-            "at most {} tokens per step, checked against the tokens per group observed so far "
-            "(or the caller's estimate).",
-            "no token cap.",
-        )
-    )
-    lines.append(
-        f"  - rate estimate: moving average (alpha {_number(config.effective_rate_ema_alpha)}) of the "
-        "share of judged groups admitted per round (the first round sets it), floored at "
-        f"{_number(config.min_effective_rate)}."
-    )
-    if config.mode == "expected":
-        lines.append("  - expected mode: a round asks for ceil(remaining / rate) groups.")
-    else:
-        lines.append(
-            "  - confidence mode: a round asks for the smallest n with "
-            f"P[Binomial(n, rate) >= remaining] >= {_number(config.confidence)}, never fewer than "
-            "ceil(remaining / rate): more groups per round, fewer rounds."
-        )
-    lines.append(
-        "  When a cap leaves no room before the target is met, the plan is exhausted and names the "
-        "cap(s) in limited_by: train on fewer groups, skip the step, or stop; it never waits."
-    )
+    strategies = _strategies(data.get("strategies"))
+    if "strategies" in present and strategies is not None:
+        budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
+        built = [simulation.strategy_from_mapping(item, budget=budget) for item in strategies]
+        for strategy in built:
+            strategy.check(config)
+        lines.append(f"Strategies: {', '.join(strategy.name for strategy in built)}.")
     return lines
 
 
 def _explain(args: argparse.Namespace) -> int:
-    data, present = _read_config(args.config)
-    if not {"policy", "budget"} & present:
-        msg = f"'{args.config}' must hold a 'policy' and/or a 'budget' mapping"
-        raise UsageError(msg)
-    lines: list[str] = []
-    if "policy" in present:
-        lines.extend(_explain_policy(GroupAdmissionConfig.from_mapping(data["policy"])))
-    if "budget" in present:
-        lines.extend(_explain_budget(SamplingBudgetConfig.from_mapping(data["budget"])))
-    if {"simulation", "strategies"} & present:
-        from . import simulation  # noqa: PLC0415
-
-        config = simulation.SimulationConfig.from_mapping(data["simulation"])
-        lines.append(
-            f"Simulation: {config.steps} step(s) of target {config.target_groups} group(s) of "
-            f"{config.group_size}, {config.tasks.kind} tasks (mean pass rate "
-            f"{config.tasks.mean_pass_rate:.3f}), seed {config.seed}."
-        )
-        strategies = data.get("strategies")
-        if strategies is not None:
-            if not isinstance(strategies, list):
-                msg = f"'strategies' must be a list of kinds or mappings (got {describe(strategies)})"
-                raise UsageError(msg)
-            budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
-            built = [simulation.strategy_from_mapping(item, budget=budget) for item in strategies]
-            for strategy in built:
-                strategy.check(config)
-            lines.append(f"Strategies: {', '.join(strategy.name for strategy in built)}.")
-    print("\n".join(lines))
+    with _user_input():
+        data, present = _read_config(args.config)
+        if not {"policy", "budget"} & present:
+            msg = f"'{args.config}' must hold a 'policy' and/or a 'budget' mapping"
+            raise ConfigurationError(msg)
+        policy = GroupAdmissionConfig.from_mapping(data["policy"]) if "policy" in present else None
+        budget = SamplingBudgetConfig.from_mapping(data["budget"]) if "budget" in present else None
+        tail = _simulation_lines(data, present) if {"simulation", "strategies"} & present else []
+    lines = [
+        *(explain_policy(policy) if policy is not None else []),
+        *(explain_budget(budget) if budget is not None else []),
+    ]
+    print("\n".join([*lines, *tail]))
     return 0
 
 
@@ -399,7 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        0 on success, 2 on a usage or input error (reported on one line of stderr).
+        0 on success, 2 on a mistake in the arguments or settings (reported on one line
+        of stderr). A bug raises its exception, so its traceback shows.
 
     .. versionadded:: 0.1.0
     """
@@ -418,6 +418,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return _simulate(args) if args.command == "simulate" else _explain(args)
-    except (UsageError, ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"{PROG} {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+    except ConfigurationError as exc:
+        print(f"{PROG} {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -98,22 +98,22 @@ class AdmissionStats:
     @property
     def external(self) -> int:
         """Groups rejected as ``external``."""
-        return self._counts["external"]
+        return self._counts[RejectionReason.EXTERNAL.value]
 
     @property
     def exact_dead(self) -> int:
         """Groups rejected as ``exact_dead``."""
-        return self._counts["exact_dead"]
+        return self._counts[RejectionReason.EXACT_DEAD.value]
 
     @property
     def near_tie(self) -> int:
         """Groups rejected as ``near_tie``."""
-        return self._counts["near_tie"]
+        return self._counts[RejectionReason.NEAR_TIE.value]
 
     @property
     def redundant(self) -> int:
         """Groups rejected as ``redundant``."""
-        return self._counts["redundant"]
+        return self._counts[RejectionReason.REDUNDANT.value]
 
     @property
     def reward_rejected(self) -> int:
@@ -346,7 +346,7 @@ class AdmissionStats:
             detail_total = sum(self._details.values())
         rejected = sum(c[field] for field in _REASON_FIELDS)
         reward, duplicate = c["reward_rejected"], c["near_duplicate_rejected"]
-        gate = c["exact_dead"] + c["near_tie"]
+        gate = c[RejectionReason.EXACT_DEAD.value] + c[RejectionReason.NEAR_TIE.value]
         relations = (
             (
                 c["candidates"] == c["admitted"] + rejected,

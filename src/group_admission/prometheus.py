@@ -16,13 +16,15 @@ from ._budget import ResamplePlan
 from ._decision import GroupAdmissionDecision
 from ._loading import require_extra
 from ._metrics import AdmissionStats
+from ._reasons import RejectionReason
 from ._validation import describe
 
 __all__ = ["PrometheusExporter"]
 
 _prometheus = require_extra("prometheus_client", "prometheus", "group_admission.prometheus")
 
-_OUTCOMES = ("admitted", "external", "exact_dead", "near_tie", "redundant")
+#: The ``outcome`` label values: ``admitted``, then every primary reason in precedence order.
+_OUTCOMES = ("admitted", *(reason.value for reason in RejectionReason))
 
 
 class PrometheusExporter:
@@ -104,9 +106,11 @@ class PrometheusExporter:
         else:
             stats = AdmissionStats()
             stats.add_many(decisions_or_stats)
-        for outcome in _OUTCOMES:
-            self._groups.labels(outcome=outcome).inc(getattr(stats, outcome))
-        self._fallback.inc(stats.fallback_admitted)
+        counts = stats.metrics()
+        self._groups.labels(outcome="admitted").inc(counts["admitted_group_count"])
+        for reason in RejectionReason:
+            self._groups.labels(outcome=reason.value).inc(counts[reason.metric_name])
+        self._fallback.inc(counts["fallback_admitted_group_count"])
         for detail, count in stats.external_details.items():
             self._external.labels(detail=detail).inc(count)
         if stats.candidates:

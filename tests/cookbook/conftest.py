@@ -9,14 +9,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 COOKBOOK = REPO / "cookbook"
-DEMO_CONFIG = COOKBOOK / "grpo_gsm8k" / "config.yaml"
+DEMO_CONFIG = COOKBOOK / "grpo_gsm8k" / "offline" / "config.yaml"
 sys.path.insert(0, str(COOKBOOK))  # the recipe is the package grpo_gsm8k under cookbook/
 
 
 @pytest.fixture(scope="session")
 def demo_assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The embedded default's problems and warm-started tiny policy, built offline (~15 s)."""
-    from grpo_gsm8k.prepare_demo import prepare_demo
+    from grpo_gsm8k.offline.prepare_demo import prepare_demo
 
     return prepare_demo(tmp_path_factory.mktemp("demo"))
 

@@ -9,7 +9,7 @@ from grpo_gsm8k.config import TrainConfig, parse_config
 
 from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
 
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "cookbook" / "grpo_gsm8k" / "config.yaml"
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "cookbook" / "grpo_gsm8k" / "offline" / "config.yaml"
 
 
 def test_defaults_are_the_real_hub_ids() -> None:

@@ -174,7 +174,7 @@ class TestLoss:
 
 @pytest.fixture(scope="module")
 def tiny_lm() -> tuple[object, object]:
-    from grpo_gsm8k.tiny_model import CHAT_TEMPLATE, build_model, train_tokenizer
+    from grpo_gsm8k.offline.tiny_model import CHAT_TEMPLATE, build_model, train_tokenizer
 
     tokenizer = train_tokenizer(["Tom has 3 apples and gets 4 more.\n#### 7", CHAT_TEMPLATE], vocab_size=300)
     tokenizer.padding_side = "left"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from grpo_gsm8k.problems import generate_problems
+from grpo_gsm8k.offline.problems import generate_problems
 from grpo_gsm8k.rewards import (
     answers_match,
     brevity_score,

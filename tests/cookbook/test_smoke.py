@@ -42,6 +42,9 @@ def check_invariants(steps: list[dict[str, object]], argv: list[str]) -> None:
         assert step["candidates"] == step["admitted"] + rejections
         assert step["candidates"] == step["generated_groups"] == sum(r["groups"] for r in rounds)  # type: ignore[attr-defined]
         assert step["admitted"] == sum(r["admitted"] for r in rounds)  # type: ignore[attr-defined]
+        # every step trains on at most the target; the admitted groups beyond it are surplus
+        assert step["trained"] == min(step["admitted"], target)  # type: ignore[type-var]
+        assert step["surplus"] == max(0, step["admitted"] - target)  # type: ignore[operator]
         # no cap exceeded
         assert step["generated_groups"] <= target + budget.max_extra_groups  # type: ignore[operator]
         assert step["rounds"] - 1 <= budget.max_resample_rounds  # type: ignore[operator]

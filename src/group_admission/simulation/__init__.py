@@ -6,8 +6,8 @@ model (pass rates from a Beta distribution, optional shaping term, response leng
 and reports what each costs and what informative yield it delivers. The strategies are
 faithful models of slime's over-sampling waves, verl's DAPO dynamic sampling, ROLL's
 resample-until-full loop, RAGEN's top-p filter, the twinkle pull request's per-task
-retry, this SDK's ``SamplingBudgetController`` and an oracle lower bound; every one judges
-groups with the real ``GroupAdmissionPolicy``. See ``docs/simulation.md``.
+retry, this SDK's ``AdmissionSession`` and an oracle lower bound; every one judges groups
+with the real ``GroupAdmissionPolicy``. See ``docs/simulation.md``.
 """
 
 from __future__ import annotations

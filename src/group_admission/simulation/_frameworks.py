@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._host_rules.slime import should_drop
+from .._reasons import ADMITTED_CODE, RejectionReason
 from .._validation import as_int, check_ge, check_int, check_optional
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
@@ -24,8 +25,6 @@ from ._strategies import check_bool, check_name, strategy_dict
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
-
-_EXTERNAL_CODE = 1  # BatchAdmissionResult.REASONS[1] is RejectionReason.EXTERNAL
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +84,7 @@ class SlimeWaves:
         waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]] = []
         done: list[npt.NDArray[np.bool_]] = []
         events: list[tuple[float, int, int, int]] = []
-        remaining = kept = informative = sequence = 0
+        remaining = kept = informative = surplus = sequence = 0
         clock = 0.0
         safety = False
         while kept < target:
@@ -107,25 +106,25 @@ class SlimeWaves:
             clock = events[0][0]
             while events and events[0][0] == clock:
                 _, _, wave, row = heapq.heappop(events)
-                kept, informative, remaining = self._finish(
-                    int(waves[wave][1][row]), kept, informative, remaining, target
+                kept, informative, remaining, surplus = self._finish(
+                    int(waves[wave][1][row]), kept, informative, remaining, surplus, target
                 )
                 done[wave][row] = True
         # Only the safety limit can leave the step short: every other path refills.
-        return self._outcome(context, waves, done, clock, kept, informative)
+        return self._outcome(context, waves, done, clock, (kept, informative, surplus))
 
     def _finish(
-        self, code: int, kept: int, informative: int, remaining: int, target: int
-    ) -> tuple[int, int, int]:
-        admitted = code == 0
-        fallback = self.keep_when_insufficient and code != _EXTERNAL_CODE
+        self, code: int, kept: int, informative: int, remaining: int, surplus: int, target: int
+    ) -> tuple[int, int, int, int]:
+        admitted = code == ADMITTED_CODE
+        fallback = self.keep_when_insufficient and code != RejectionReason.EXTERNAL.code
         if should_drop(
             admitted, keep_when_insufficient=fallback, remaining_batch_size=remaining, target_data_size=target
         ):
-            return kept, informative, remaining - 1
+            return kept, informative, remaining - 1, surplus
         if kept < target:
-            return kept + 1, informative + admitted, remaining
-        return kept, informative, remaining  # surplus of the last batch: discarded
+            return kept + 1, informative + admitted, remaining, surplus
+        return kept, informative, remaining, surplus + 1  # kept beyond the target: discarded
 
     def _outcome(
         self,
@@ -133,9 +132,9 @@ class SlimeWaves:
         waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]],
         done: list[npt.NDArray[np.bool_]],
         clock: float,
-        kept: int,
-        informative: int,
+        counts: tuple[int, int, int],
     ) -> StepOutcome:
+        kept, informative, surplus = counts
         tally = StepTally(context.group_size)
         aborted = aborted_tokens = 0
         for (batch, codes, start), finished in zip(waves, done, strict=True):
@@ -149,6 +148,7 @@ class SlimeWaves:
             target_groups=context.target_groups,
             delivered_groups=kept,
             delivered_informative=informative,
+            surplus_groups=surplus,
             stop="safety_limit" if short else "target_met",
             exhausted_slots=context.target_groups - informative if short else 0,
             aborted_groups=aborted,
@@ -224,6 +224,7 @@ class DapoDynamicSampling:
                     target_groups=target,
                     delivered_groups=target,
                     delivered_informative=informative,
+                    surplus_groups=kept - target,
                     stop="target_met",
                 )
             if 0 < self.max_num_gen_batches <= tally.rounds:
@@ -299,7 +300,7 @@ class RollResampling:
         while events:
             clock, index, depth = heapq.heappop(events)
             deepest = max(deepest, depth)
-            if flat_codes[index] == 0:
+            if flat_codes[index] == ADMITTED_CODE:
                 admitted += 1
             elif depth >= context.safety_max_rounds:
                 safety = True
@@ -318,7 +319,7 @@ class RollResampling:
             stop="safety_limit" if safety else "target_met",
             exhausted_slots=short,
             rounds=deepest,
-            first_round=(target, int((first == 0).sum())),
+            first_round=(target, int((first == ADMITTED_CODE).sum())),
             time=clock,
         )
 

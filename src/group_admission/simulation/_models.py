@@ -25,6 +25,8 @@ from .._validation import (
 )
 
 __all__ = [
+    "MAX_RESPONSE_TOKENS",
+    "TASK_MODELS",
     "BinaryTaskModel",
     "CompositeTaskModel",
     "ResponseLengthModel",
@@ -37,6 +39,28 @@ FloatArray = npt.NDArray[np.float64]
 
 _positive = (check_real, check_finite, check_gt(0))
 _non_negative = (check_real, check_finite, check_ge(0))
+
+#: The longest response a simulation accepts, in tokens (mean or cut).
+MAX_RESPONSE_TOKENS = 10_000_000
+#: The coefficients of variation that the Gamma draw resolves: below the low end, 1 / cv^2
+#: overflows; above the high end, almost every response is one token long.
+_CV_RANGE = (1e-6, 10.0)
+
+
+def _check_at_most_tokens(_inst: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and value > MAX_RESPONSE_TOKENS:
+        msg = (
+            f"'{attribute.name}' must be <= {MAX_RESPONSE_TOKENS} tokens, the longest response "
+            f"a simulation accepts (got {describe(value)})"
+        )
+        raise ValueError(msg)
+
+
+def _check_cv(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    low, high = _CV_RANGE
+    if value != 0.0 and not low <= value <= high:
+        msg = f"'{attribute.name}' must be 0 or in [{low:g}, {high:g}] (got {value!r})"
+        raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -152,7 +176,8 @@ class CompositeTaskModel:
 
 
 TaskModel = BinaryTaskModel | CompositeTaskModel
-_TASK_MODELS: dict[str, type[BinaryTaskModel] | type[CompositeTaskModel]] = {
+#: Every task model by its ``kind``.
+TASK_MODELS: dict[str, type[BinaryTaskModel] | type[CompositeTaskModel]] = {
     "binary": BinaryTaskModel,
     "composite": CompositeTaskModel,
 }
@@ -173,9 +198,9 @@ def task_model_from_mapping(mapping: Mapping[str, Any]) -> TaskModel:
         raise TypeError(msg)
     fields = dict(mapping)
     kind = fields.pop("kind", "binary")
-    model = _TASK_MODELS.get(kind) if isinstance(kind, str) else None
+    model = TASK_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        msg = f"'tasks.kind' must be one of {sorted(_TASK_MODELS)} (got {describe(kind)})"
+        msg = f"'tasks.kind' must be one of {sorted(TASK_MODELS)} (got {describe(kind)})"
         raise ValueError(msg)
     return from_mapping(model, fields, source=f"'tasks' ({kind})")
 
@@ -189,19 +214,25 @@ class ResponseLengthModel:
     variation, rounded to whole tokens (at least 1) and cut at ``max_tokens``.
 
     Args:
-        mean_tokens: Mean response length (> 0).
-        cv: Coefficient of variation (std / mean, >= 0; 0 gives every response the mean).
-        max_tokens: Truncation length (``None``: no truncation).
+        mean_tokens: Mean response length, in ``[1, MAX_RESPONSE_TOKENS]`` (ten million).
+        cv: Coefficient of variation (std / mean): 0 gives every response the mean;
+            otherwise in ``[1e-6, 10]``, the range the Gamma draw resolves.
+        max_tokens: Truncation length, in ``[1, MAX_RESPONSE_TOKENS]`` (``None``: no
+            truncation).
 
     .. versionadded:: 0.1.0
     """
 
-    mean_tokens: float = attrs.field(default=512.0, converter=as_float, validator=_positive)
-    cv: float = attrs.field(default=0.5, converter=as_float, validator=_non_negative)
+    mean_tokens: float = attrs.field(
+        default=512.0,
+        converter=as_float,
+        validator=(check_real, check_finite, check_ge(1), _check_at_most_tokens),
+    )
+    cv: float = attrs.field(default=0.5, converter=as_float, validator=(*_non_negative, _check_cv))
     max_tokens: int | None = attrs.field(
         default=None,
         converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
+        validator=check_optional(check_int, check_ge(1), _check_at_most_tokens),
     )
 
     def draw(self, rng: np.random.Generator, shape: tuple[int, int]) -> npt.NDArray[np.int64]:

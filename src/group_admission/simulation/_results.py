@@ -15,14 +15,15 @@ import attrs
 import numpy as np
 
 from .._batch import BatchAdmissionResult
+from .._reasons import ADMITTED_CODE, REASONS_BY_CODE, RejectionReason
 from ._stream import GroupBatch
 
 __all__ = ["REJECTION_KEYS", "StepOutcome", "StepTally", "StopReason", "StrategyResult", "summarize"]
 
 #: Why a step ended.
 StopReason = Literal["target_met", "no_resampling", "budget_exhausted", "max_num_gen_batches", "safety_limit"]
-#: The primary rejection reasons, in the order of ``BatchAdmissionResult.REASONS[1:]``.
-REJECTION_KEYS = ("external", "exact_dead", "near_tie", "redundant")
+#: The primary rejection reasons, in precedence order (the order of their codes).
+REJECTION_KEYS = tuple(reason.value for reason in RejectionReason)
 #: Stops that leave target slots unfilled because a limit was reached.
 _LIMIT_STOPS = frozenset({"budget_exhausted", "max_num_gen_batches", "safety_limit"})
 
@@ -49,6 +50,8 @@ class StepOutcome:
         rejected: Completed groups the policy rejected, by primary reason.
         delivered_groups: Groups handed to training (at most the target).
         delivered_informative: Delivered groups the policy admitted.
+        surplus_groups: Completed groups the strategy kept beyond the target and
+            discarded (a step trains on at most the target, as DAPO and slime do).
         exhausted_slots: Target slots left without an informative group because a limit
             (budget, ``max_num_gen_batches``, safety limit) stopped the step.
         stop: Why the step ended.
@@ -71,6 +74,7 @@ class StepOutcome:
     rejected: Mapping[str, int]
     delivered_groups: int
     delivered_informative: int
+    surplus_groups: int = 0
     exhausted_slots: int = 0
     stop: StopReason
     generation_time: float = 0.0
@@ -88,6 +92,8 @@ class StepOutcome:
             problems.append("delivered_informative exceeds delivered or admitted groups")
         if not self.delivered_groups <= min(self.target_groups, completed):
             problems.append("delivered_groups exceeds the target or the completed groups")
+        if not 0 <= self.surplus_groups <= completed - self.delivered_groups:
+            problems.append("surplus_groups exceeds the completed groups not delivered")
         if not 0 <= self.exhausted_slots <= self.target_groups - self.delivered_informative:
             problems.append("exhausted_slots exceeds the unfilled slots")
         if self.exhausted_slots and self.stop not in _LIMIT_STOPS:
@@ -136,7 +142,7 @@ class StepTally:
         self.groups = 0
         self.tokens = 0
         self.admitted = 0
-        self.reasons = np.zeros(len(BatchAdmissionResult.REASONS), dtype=np.int64)
+        self.reasons = np.zeros(len(REASONS_BY_CODE), dtype=np.int64)
         self.first_groups: int | None = None
         self.first_admitted = 0
         self.time = 0.0
@@ -146,10 +152,10 @@ class StepTally:
         self.add_codes(batch, result.reason_codes, new_round=new_round)
 
     def add_codes(self, batch: GroupBatch, codes: Any, *, new_round: bool = True) -> None:
-        """Count completed groups given their reason codes (0 = admitted)."""
+        """Count completed groups given their reason codes (``ADMITTED_CODE`` = admitted)."""
         counts = np.bincount(np.asarray(codes, dtype=np.int64), minlength=len(self.reasons))
         self.reasons += counts
-        admitted = int(counts[0])
+        admitted = int(counts[ADMITTED_CODE])
         self.admitted += admitted
         self.groups += len(batch)
         self.tokens += int(batch.tokens.sum())
@@ -167,6 +173,7 @@ class StepTally:
         delivered_groups: int,
         delivered_informative: int,
         stop: StopReason,
+        surplus_groups: int = 0,
         exhausted_slots: int = 0,
         aborted_groups: int = 0,
         aborted_tokens: int = 0,
@@ -187,9 +194,10 @@ class StepTally:
             generated_tokens=self.tokens + aborted_tokens,
             aborted_groups=aborted_groups,
             admitted_groups=self.admitted,
-            rejected=dict(zip(REJECTION_KEYS, self.reasons[1:].tolist(), strict=True)),
+            rejected={reason.value: int(self.reasons[reason.code]) for reason in RejectionReason},
             delivered_groups=delivered_groups,
             delivered_informative=delivered_informative,
+            surplus_groups=surplus_groups,
             exhausted_slots=exhausted_slots,
             stop=stop,
             generation_time=self.time if time is None else time,
@@ -220,6 +228,7 @@ class StrategyResult:
         generated_groups, generated_samples, generated_tokens: Totals, aborted included.
         aborted_groups: Groups aborted in flight (slime).
         discarded_groups: Completed groups not delivered (dropped, trimmed, surplus).
+        surplus_groups: Of those, groups kept beyond the target and discarded.
         delivered_groups: Groups delivered to training.
         delivered_informative: Of those, groups the policy admitted.
         admitted_groups: Completed groups the policy admitted.
@@ -249,6 +258,7 @@ class StrategyResult:
     generated_tokens: int
     aborted_groups: int
     discarded_groups: int
+    surplus_groups: int
     delivered_groups: int
     delivered_informative: int
     admitted_groups: int
@@ -309,6 +319,7 @@ def summarize(name: str, kind: str, outcomes: Sequence[StepOutcome]) -> Strategy
         generated_tokens=sum(o.generated_tokens for o in outcomes),
         aborted_groups=sum(o.aborted_groups for o in outcomes),
         discarded_groups=sum(o.discarded_groups for o in outcomes),
+        surplus_groups=sum(o.surplus_groups for o in outcomes),
         delivered_groups=sum(o.delivered_groups for o in outcomes),
         delivered_informative=sum(o.delivered_informative for o in outcomes),
         admitted_groups=sum(o.admitted_groups for o in outcomes),

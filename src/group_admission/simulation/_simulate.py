@@ -29,8 +29,11 @@ from ._stream import GroupStream, StepContext
 __all__ = [
     "DEFAULT_POLICY",
     "STRATEGY_KINDS",
+    "PreparedSimulation",
     "SimulationResult",
     "default_strategies",
+    "prepare_simulation",
+    "run_simulation",
     "simulate",
     "strategy_from_mapping",
 ]
@@ -63,6 +66,7 @@ _TABLE = (
     ("max rounds", "max_rounds_per_step", "{}"),
     ("time", "time_per_step", "{:.0f}"),
     ("groups", "generated_groups", "{}"),
+    ("surplus", "surplus_groups", "{}"),
     ("samples", "generated_samples", "{}"),
     ("tokens", "generated_tokens", "{}"),
     ("errors", "error_steps", "{}"),
@@ -258,6 +262,61 @@ class SimulationResult:
         return "\n".join(lines)
 
 
+@attrs.frozen(kw_only=True)
+class PreparedSimulation:
+    """A simulation whose inputs are all checked: nothing left to refuse, only to run."""
+
+    config: SimulationConfig
+    policy: GroupAdmissionPolicy
+    strategies: tuple[Strategy, ...]
+
+
+def prepare_simulation(
+    config: SimulationConfig | Mapping[str, Any] | None = None,
+    *,
+    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+    strategies: Iterable[Strategy | str | Mapping[str, Any]] | None = None,
+    budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
+) -> PreparedSimulation:
+    """
+    Check and build every input of :func:`simulate`, without simulating anything.
+
+    Raises:
+        ValueError, TypeError: a config, policy or strategy is invalid, or a strategy
+            cannot run on the config.
+    """
+    config = coerce_config(SimulationConfig, config)
+    judge = _as_policy(policy)
+    _check_policy(judge, config)
+    if budget is not None:
+        budget = to_budget(budget)
+        if not isinstance(budget, SamplingBudgetConfig):
+            msg = f"'budget' must be a SamplingBudgetConfig, a mapping or None (got {describe(budget)})"
+            raise TypeError(msg)
+    chosen = _as_strategies(strategies, budget, config)
+    for strategy in chosen:
+        strategy.check(config)
+    return PreparedSimulation(config=config, policy=judge, strategies=chosen)
+
+
+def run_simulation(prepared: PreparedSimulation) -> SimulationResult:
+    """Run a :class:`PreparedSimulation` (see :func:`simulate`)."""
+    config, judge, chosen = prepared.config, prepared.policy, prepared.strategies
+    outcomes: dict[str, list[StepOutcome]] = {strategy.name: [] for strategy in chosen}
+    memories: dict[str, dict[str, Any]] = {strategy.name: {} for strategy in chosen}
+    for step in range(config.steps):
+        stream = GroupStream(config, step)
+        for strategy in chosen:
+            context = StepContext(config, judge, stream, step, memories[strategy.name])
+            outcomes[strategy.name].append(strategy.run_step(context))
+    return SimulationResult(
+        config=config,
+        policy=judge.config,
+        strategies=tuple(strategy.to_dict() for strategy in chosen),
+        results=tuple(summarize(s.name, s.kind, outcomes[s.name]) for s in chosen),
+    )
+
+
 def simulate(
     config: SimulationConfig | Mapping[str, Any] | None = None,
     *,
@@ -270,7 +329,8 @@ def simulate(
 
     Each step draws one stream of fresh tasks from the seed; every strategy reads it from
     the start, so differences between strategies are not sampling noise of different
-    draws. The same arguments give the same result.
+    draws. The same arguments give the same result. Every input is checked before the
+    first step is simulated.
 
     Args:
         config: What to simulate (default :class:`SimulationConfig`).
@@ -289,27 +349,4 @@ def simulate(
 
     .. versionadded:: 0.1.0
     """
-    config = coerce_config(SimulationConfig, config)
-    judge = _as_policy(policy)
-    _check_policy(judge, config)
-    if budget is not None:
-        budget = to_budget(budget)
-        if not isinstance(budget, SamplingBudgetConfig):
-            msg = f"'budget' must be a SamplingBudgetConfig, a mapping or None (got {describe(budget)})"
-            raise TypeError(msg)
-    chosen = _as_strategies(strategies, budget, config)
-    for strategy in chosen:
-        strategy.check(config)
-    outcomes: dict[str, list[StepOutcome]] = {strategy.name: [] for strategy in chosen}
-    memories: dict[str, dict[str, Any]] = {strategy.name: {} for strategy in chosen}
-    for step in range(config.steps):
-        stream = GroupStream(config, step)
-        for strategy in chosen:
-            context = StepContext(config, judge, stream, step, memories[strategy.name])
-            outcomes[strategy.name].append(strategy.run_step(context))
-    return SimulationResult(
-        config=config,
-        policy=judge.config,
-        strategies=tuple(strategy.to_dict() for strategy in chosen),
-        results=tuple(summarize(s.name, s.kind, outcomes[s.name]) for s in chosen),
-    )
+    return run_simulation(prepare_simulation(config, policy=policy, strategies=strategies, budget=budget))

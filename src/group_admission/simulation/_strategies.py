@@ -1,8 +1,9 @@
 """
 Strategies without an event loop: no filtering, RAGEN, controller, per-task retry, oracle.
 
-Every strategy judges groups with the real policy (through ``StepContext.judge``) and
-plans with the real :class:`SamplingBudgetController`; none re-implements a gate.
+Every strategy judges groups with the real policy (through ``StepContext.judge``); the
+controller and the per-task retry run the real :class:`AdmissionSession`, as a trainer
+would. None re-implements a gate or a plan.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from .._budget import SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
+from .._budget import SamplingBudgetConfig
 from .._host_rules.ragen import ragen_top_p
+from .._session import AdmissionSession
 from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
@@ -87,9 +89,14 @@ def to_budget(value: Any) -> Any:
 
 
 def _check_budget(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, SamplingBudgetConfig):
+    if not isinstance(value, SamplingBudgetConfig):
         msg = f"'{attribute.name}' must be a SamplingBudgetConfig or a mapping (got {describe(value)})"
         raise TypeError(msg)
+
+
+def _check_optional_budget(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _check_budget(inst, attribute, value)
 
 
 def strategy_dict(strategy: Any) -> dict[str, Any]:
@@ -203,20 +210,21 @@ def _check_mode(_inst: object, attribute: attrs.Attribute[Any], value: object) -
 @attrs.frozen(kw_only=True)
 class ControllerResampling:
     """
-    This SDK's :class:`SamplingBudgetController`, step by step.
+    This SDK's :class:`AdmissionSession`, step by step, as a trainer runs it.
 
-    Each step generates the target, judges it, then asks the controller for a plan and
-    generates the planned groups of fresh tasks, until the target is met or the plan is
-    exhausted. Admitted groups beyond the target are discarded.
+    Each step begins a session step with the target, generates the target, judges it in
+    the session, then generates the groups of fresh tasks the session plans, until the
+    target is met or the plan is exhausted. The step trains on the target: admitted
+    groups beyond it are discarded and counted as surplus (``StepReport.surplus_groups``).
 
     Args:
         budget: The caps. ``None`` uses ``max_extra_groups = 2 x target_groups`` (the
             most slime's default waves generate) and ``max_resample_rounds = 3``, other
             fields at their defaults.
         mode: Overrides ``budget.mode`` when set (``"expected"`` or ``"confidence"``).
-        carry_rate: Start each step from the previous step's rate estimate
-            (``new_state(carry_rate_from=...)``), and plan the first round with it
-            instead of generating exactly the target.
+        carry_rate: Keep one session for the whole run, so each step starts from the
+            previous step's rate estimate, and plan the first round with it instead of
+            generating exactly the target. Without it every step runs a fresh session.
         name: The label in results.
 
     .. versionadded:: 0.1.0
@@ -224,7 +232,7 @@ class ControllerResampling:
 
     kind: ClassVar[str] = "controller"
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=_check_budget
+        default=None, converter=to_budget, validator=_check_optional_budget
     )
     mode: Literal["expected", "confidence"] | None = attrs.field(default=None, validator=_check_mode)
     carry_rate: bool = attrs.field(default=False, validator=check_bool)
@@ -232,8 +240,9 @@ class ControllerResampling:
 
     @name.default
     def _default_name(self) -> str:
-        mode = self.mode or (self.budget.mode if self.budget is not None else "expected")
-        return f"controller({mode}{',carry' if self.carry_rate else ''})"
+        # Defaults are computed before validators run: a bad budget is reported by its validator.
+        planned = self.budget.mode if isinstance(self.budget, SamplingBudgetConfig) else "expected"
+        return f"controller({self.mode or planned}{',carry' if self.carry_rate else ''})"
 
     def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
         """The caps used for a step with this target."""
@@ -245,37 +254,38 @@ class ControllerResampling:
     def check(self, config: SimulationConfig) -> None:
         """Runs on any config."""
 
-    def run_step(self, context: StepContext) -> StepOutcome:
-        """Generate the target, then the controller's plans, until met or exhausted."""
-        target, size = context.target_groups, context.group_size
-        controller = SamplingBudgetController(self.effective_budget(target))
-        previous: SamplingBudgetState | None = context.memory.get("state") if self.carry_rate else None
-        state = controller.new_state(carry_rate_from=previous)
-        count = target
-        if state.effective_rate_ema is not None:
-            count = controller.plan_resampling(state, target_groups=target, num_generations=size).extra_groups
-            count = count or target
-        tally = StepTally(size)
-        while True:
-            batch = context.take(count)
-            result = context.judge(batch)
-            tally.add(batch, result)
-            controller.observe_round(
-                state, result, num_generations=size, generated_tokens=int(batch.tokens.sum())
+    def _session(self, context: StepContext) -> AdmissionSession:
+        if not self.carry_rate:
+            return context.session(self.effective_budget(context.target_groups))
+        session: AdmissionSession | None = context.memory.get("session")
+        if session is None:
+            session = context.memory["session"] = context.session(
+                self.effective_budget(context.target_groups)
             )
-            plan = controller.plan_resampling(state, target_groups=target, num_generations=size)
-            if plan.extra_groups == 0:
-                break
-            count = plan.extra_groups
-        context.memory["state"] = state
-        delivered = min(tally.admitted, target)
-        short = plan.remaining_target_groups > 0
+        return session
+
+    def run_step(self, context: StepContext) -> StepOutcome:
+        """Generate the target, then the session's plans, until met or exhausted."""
+        target, size = context.target_groups, context.group_size
+        session = self._session(context)
+        session.begin_step(target)
+        count = target
+        state = session.budget_state
+        if state is not None and state.effective_rate_ema is not None:
+            count = session.plan(num_generations=size).extra_groups or target
+        tally = StepTally(size)
+        while count:
+            batch = context.take(count)
+            tally.add(batch, context.judge_in(session, batch).result)
+            count = session.plan(num_generations=size).extra_groups
+        report = session.end_step()
         return tally.outcome(
             target_groups=target,
-            delivered_groups=delivered,
-            delivered_informative=delivered,
-            stop="budget_exhausted" if short else "target_met",
-            exhausted_slots=target - delivered if short else 0,
+            delivered_groups=report.trained_groups,
+            delivered_informative=report.trained_groups,
+            surplus_groups=report.surplus_groups,
+            stop="budget_exhausted" if report.short_groups else "target_met",
+            exhausted_slots=report.short_groups,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,11 +303,11 @@ class PerTaskRetry:
     The twinkle pull request's bounded per-task retry.
 
     Each step judges one group of each of ``target_groups`` tasks. Every rejected task
-    gets its own :class:`SamplingBudgetController` state with ``target_groups=1`` and
-    is retried with new groups *of the same task* as the plan allows (at most
-    ``max_extra_groups`` extra groups over at most ``max_resample_rounds`` rounds, within
-    the per-task sample and token caps). A task counts once: a second admitted group of
-    the same task is surplus. Retries of all tasks in one round are generated together.
+    gets its own :class:`AdmissionSession` step with ``target_groups=1`` and is retried
+    with new groups *of the same task* as its plan allows (at most ``max_extra_groups``
+    extra groups over at most ``max_resample_rounds`` rounds, within the per-task sample
+    and token caps). A task counts once: a second admitted group of the same task is
+    surplus. Retries of all tasks in one round are generated together.
 
     Args:
         budget: The per-task caps; the default is the pull request's experiment (2 extra
@@ -319,49 +329,38 @@ class PerTaskRetry:
     def run_step(self, context: StepContext) -> StepOutcome:
         """Judge one group per task, then retry the rejected tasks within their caps."""
         target, size = context.target_groups, context.group_size
-        controller = SamplingBudgetController(self.budget)
         tally = StepTally(size)
         batch = context.take(target)
         result = context.judge(batch)
         tally.add(batch, result)
-        states: dict[int, SamplingBudgetState] = {}
+        sessions: dict[int, AdmissionSession] = {}
         for task in np.flatnonzero(~result.admitted).tolist():
-            states[task] = controller.new_state()
-            controller.observe_round(
-                states[task],
-                [result.decision(task)],
-                num_generations=size,
-                generated_tokens=int(batch.tokens[task].sum()),
-            )
-        pending, exhausted = list(states), 0
+            session = sessions[task] = context.session(self.budget)
+            session.begin_step(1)
+            session.record(result.decision(task), generated_tokens=int(batch.tokens[task].sum()))
+        pending = list(sessions)
         while pending:
-            wanted: list[tuple[int, int]] = []
-            for task in pending:
-                plan = controller.plan_resampling(states[task], target_groups=1, num_generations=size)
-                if plan.extra_groups:
-                    wanted.append((task, plan.extra_groups))
-                elif plan.exhausted:
-                    exhausted += 1
-            if not wanted:
+            wanted = {task: sessions[task].plan(num_generations=size).extra_groups for task in pending}
+            owners = np.repeat(list(wanted), list(wanted.values()))
+            if not len(owners):
                 break
-            owners = np.repeat([task for task, _ in wanted], [count for _, count in wanted])
             retry = context.retry(batch.tasks[owners])
             retried = context.judge(retry)
             tally.add(retry, retried)
-            for task, _ in wanted:
-                rows = np.flatnonzero(owners == task).tolist()
-                controller.observe_round(
-                    states[task],
-                    [retried.decision(row) for row in rows],
-                    num_generations=size,
-                    generated_tokens=int(retry.tokens[rows].sum()),
-                )
-            pending = [task for task, _ in wanted if states[task].admitted_groups == 0]
-        informative = int(result.admitted.sum()) + sum(state.admitted_groups > 0 for state in states.values())
+            for row, task in enumerate(owners.tolist()):
+                tokens = int(retry.tokens[row].sum())
+                sessions[task].record(retried.decision(row), generated_tokens=tokens)
+            pending = [
+                task for task, count in wanted.items() if count and not sessions[task].step_stats.admitted
+            ]
+        reports = [session.end_step() for session in sessions.values()]
+        informative = int(result.admitted.sum()) + sum(report.trained_groups for report in reports)
+        exhausted = sum(report.exhausted for report in reports)
         return tally.outcome(
             target_groups=target,
             delivered_groups=informative,
             delivered_informative=informative,
+            surplus_groups=sum(report.surplus_groups for report in reports),
             stop="budget_exhausted" if exhausted else "target_met",
             exhausted_slots=exhausted,
         )

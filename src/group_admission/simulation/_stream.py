@@ -16,7 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._batch import BatchAdmissionResult
+from .._budget import SamplingBudgetConfig
 from .._policy import GroupAdmissionPolicy
+from .._session import AdmissionSession, BatchAdmissionVerdict
 from ._models import SimulationConfig
 
 __all__ = ["GroupBatch", "GroupStream", "StepContext", "draw_groups"]
@@ -153,7 +155,8 @@ class StepContext:
 
     Strategies draw groups with :meth:`take` (fresh tasks, in stream order) or
     :meth:`retry` (new groups of tasks they already have), and judge them with
-    :meth:`judge`, which calls the real :meth:`GroupAdmissionPolicy.evaluate_batch`.
+    :meth:`judge`, which calls the real :meth:`GroupAdmissionPolicy.evaluate_batch`, or
+    with :meth:`judge_in`, which runs them through an :class:`AdmissionSession`.
 
     Attributes:
         step: The step index.
@@ -201,7 +204,21 @@ class StepContext:
 
     def judge(self, batch: GroupBatch) -> BatchAdmissionResult:
         """Judge ``batch`` with the policy; failed rollouts are rejected as ``external``."""
-        external = None
-        if batch.failed.any():
-            external = [(ROLLOUT_FAILED,) if failed else () for failed in batch.failed.tolist()]
-        return self.policy.evaluate_batch(batch.rewards, external_reasons=external)
+        return self.policy.evaluate_batch(batch.rewards, external_reasons=_failures(batch))
+
+    def session(self, budget: SamplingBudgetConfig | None) -> AdmissionSession:
+        """A new :class:`AdmissionSession` of the step's policy with ``budget``."""
+        return AdmissionSession(self.policy, budget=budget, host="simulation")
+
+    def judge_in(self, session: AdmissionSession, batch: GroupBatch) -> BatchAdmissionVerdict:
+        """Judge ``batch`` in ``session``: counted in its round, with the batch's tokens."""
+        return session.judge_batch(
+            batch.rewards, external_reasons=_failures(batch), generated_tokens=int(batch.tokens.sum())
+        )
+
+
+def _failures(batch: GroupBatch) -> list[tuple[str, ...]] | None:
+    """The external reasons of a batch: ``rollout_failed`` for each failed group."""
+    if not batch.failed.any():
+        return None
+    return [(ROLLOUT_FAILED,) if failed else () for failed in batch.failed.tolist()]

@@ -17,6 +17,7 @@ from typing import Any
 from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._metrics import AdmissionStats
+from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict, StepReport
 from ._checkpoint_state import load_session_state
 from ._groups import GroupRewards, build_group, keys_by_uid
@@ -246,9 +247,5 @@ def _exhausted_message(report: StepReport, session: AdmissionSession, settings: 
 
 
 def _rejections(stats: AdmissionStats) -> dict[str, int]:
-    return {
-        "exact_dead": stats.exact_dead,
-        "near_tie": stats.near_tie,
-        "redundant": stats.redundant,
-        "external": stats.external,
-    }
+    counts = stats.to_dict()["counts"]
+    return {reason.value: counts[reason.value] for reason in RejectionReason}

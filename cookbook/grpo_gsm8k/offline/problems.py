@@ -7,7 +7,7 @@ repository (``README.md`` declaring the ``main`` config, ``main/{train,test}-*.p
 so ``load_dataset(folder, "main")`` treats it exactly like ``load_dataset("openai/gsm8k",
 "main")``. Run it as a script to write one::
 
-    python cookbook/grpo_gsm8k/problems.py --out .cache/grpo_gsm8k/gsm8k-easy
+    python cookbook/grpo_gsm8k/offline/problems.py --out .cache/grpo_gsm8k/gsm8k-easy
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ configs:
 # Easy GSM8K-format problems
 
 Synthetic one- and two-step arithmetic word problems written by
-`cookbook/grpo_gsm8k/problems.py` (seed {seed}, operands up to {max_value}).
+`cookbook/grpo_gsm8k/offline/problems.py` (seed {seed}, operands up to {max_value}).
 Answers end in `#### N`, as in GSM8K. This is not GSM8K.
 """
 

@@ -2,7 +2,7 @@
 Build the embedded demo's assets offline: easy GSM8K-format problems and a tiny warm-started
 policy, under ``.cache/grpo_gsm8k/`` (reused when already built with the same recipe).
 
-    python cookbook/grpo_gsm8k/prepare_demo.py [--cache-dir .cache/grpo_gsm8k]
+    python cookbook/grpo_gsm8k/offline/prepare_demo.py [--cache-dir .cache/grpo_gsm8k]
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
 import time
 
-from grpo_gsm8k.problems import write_gsm8k_layout
-from grpo_gsm8k.tiny_model import build_tiny_policy
+from grpo_gsm8k.offline.problems import write_gsm8k_layout
+from grpo_gsm8k.offline.tiny_model import build_tiny_policy
 
 __all__ = ["prepare_demo"]
 
