@@ -291,9 +291,8 @@ def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
     """
     Close a rollout's counts: the ``--rollout-all-samples-process-path`` hook.
 
-    Judges the groups itself when no filter ran (never stopping the run), counts the
-    rejections slime kept by ``keep_when_insufficient``, logs ``group_admission_rollout``
-    and sets ``args.processed_group_count``.
+    Counts the rejections slime kept by ``keep_when_insufficient`` (judging the groups
+    itself if no filter ran) and sets ``args.processed_group_count``.
 
     .. versionadded:: 0.1.0
     """
