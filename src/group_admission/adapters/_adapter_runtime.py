@@ -1,13 +1,12 @@
-"""What adapters share to read host data: rewards, groups, settings, one session per configuration."""
+"""What adapters share: reading rewards and groups, settings fields, one session per configuration."""
 
 from __future__ import annotations
 
 import json
 import math
 import numbers
-import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -16,21 +15,7 @@ from .._decision import GroupAdmissionDecision
 from .._loading import from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession, AdmissionVerdict
-from .._validation import describe
-
-__all__ = [
-    "GroupInput",
-    "HostSupport",
-    "Registry",
-    "as_policy_config",
-    "check_bool",
-    "check_gate_on_unset",
-    "check_ratio",
-    "scalar_reward",
-    "settings_from",
-    "settings_key",
-    "to_str_tuple",
-]
+from .._validation import check_ge, check_int, check_optional, describe
 
 R = TypeVar("R")
 
@@ -38,7 +23,7 @@ R = TypeVar("R")
 @attrs.frozen(kw_only=True)
 class HostSupport:
     """
-    The host versions an adapter supports, as data: ``(range, what works there)`` pairs, newest first.
+    The host versions an adapter supports: ``(range, what works there)`` pairs, newest first.
 
     ``checked_commit`` is the host commit the adapter and its test doubles were read from.
 
@@ -62,14 +47,21 @@ def as_policy_config(value: Any) -> GroupAdmissionConfig:
     raise TypeError(msg)
 
 
-def check_gate_on_unset(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
-    """Reject ``gate_on``: these hosts hand the adapter one scalar reward per member."""
-    if value.gate_on is not None:
+def scalar_policy_config(value: Any) -> GroupAdmissionConfig:
+    """:func:`as_policy_config`, refusing ``gate_on``: these hosts give one scalar reward per member."""
+    config = as_policy_config(value)
+    if config.gate_on is not None:
         msg = (
-            f"'{attribute.name}.gate_on' is not supported here: the framework gives one scalar "
-            f"reward per member (got {list(value.gate_on)!r})"
+            "'policy.gate_on' is not supported here: the framework gives one scalar "
+            f"reward per member (got {list(config.gate_on)!r})"
         )
         raise ValueError(msg)
+    return config
+
+
+def failed_streak_field() -> Any:
+    """The ``max_consecutive_failed_groups`` setting: an integer >= 1 or ``None``, 8 by default."""
+    return attrs.field(default=8, validator=check_optional(check_int, check_ge(1)))
 
 
 def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -92,9 +84,7 @@ def to_str_tuple(value: Any) -> Any:
     """Turn a YAML list (or one string) into a tuple; leave anything else for the validator."""
     if isinstance(value, str):
         return (value,)
-    if isinstance(value, Sequence):
-        return tuple(value)
-    return value
+    return tuple(value) if isinstance(value, Sequence) else value
 
 
 def settings_from(cls: type[R], raw: Any, source: str, *, where: str | None = None) -> R:
@@ -116,40 +106,12 @@ def settings_key(raw: Any) -> str:
         return repr(raw)
 
 
-class Registry(Generic[R]):
-    """Objects built on first use, one per key, until :meth:`clear`: a process's sessions (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, R] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str, build: Callable[[], R]) -> R:
-        """The object of ``key``, built by ``build`` (which may raise) the first time."""
-        item = self._items.get(key)
-        if item is None:
-            built = build()
-            with self._lock:
-                item = self._items.setdefault(key, built)
-        return item
-
-    def items(self) -> list[tuple[str, R]]:
-        """A snapshot of the keys and objects."""
-        with self._lock:
-            return list(self._items.items())
-
-    def clear(self) -> None:
-        """Forget every object."""
-        with self._lock:
-            self._items.clear()
-
-
 def scalar_reward(value: Any) -> tuple[float | None, str | None]:
     """
     Read one reward as a float: ``(value, None)``, or ``(None, detail)`` when it is unusable.
 
-    ``None`` reads as ``(None, None)`` (the policy reports ``missing_reward``). Non-finite
-    numbers, and integers too large for a float (as infinities), pass through for the
-    policy to reject as ``non_finite_reward``.
+    ``None`` reads as ``(None, None)`` (the policy reports ``missing_reward``); non-finite
+    numbers and ints too large for a float (as infinities) pass for the policy to reject.
     """
     if value is None:
         return None, None
@@ -161,25 +123,21 @@ def scalar_reward(value: Any) -> tuple[float | None, str | None]:
         except OverflowError:
             return (-math.inf if value < 0 else math.inf), None
     if isinstance(value, Mapping):
-        problem = "dict_reward_without_key"
-    elif isinstance(value, (str, bytes)) or not (hasattr(value, "__len__") or hasattr(value, "ndim")):
-        problem = "non_numeric_reward"
-    else:
-        problem = "non_scalar_reward"
-    return None, problem
+        return None, "dict_reward_without_key"
+    if isinstance(value, (str, bytes)) or not (hasattr(value, "__len__") or hasattr(value, "ndim")):
+        return None, "non_numeric_reward"
+    return None, "non_scalar_reward"
 
 
+@attrs.define
 class GroupInput:
     """One group translated for the policy: a reward, completion and rollout id per member, and problems."""
 
-    __slots__ = ("completions", "external", "group_key", "rewards", "rollout_ids")
-
-    def __init__(self, group_key: Hashable | None = None) -> None:
-        self.rewards: list[float | None] = []
-        self.completions: list[str | None] = []
-        self.rollout_ids: list[Hashable] = []
-        self.external: list[str] = []
-        self.group_key = group_key
+    group_key: Hashable | None = None
+    rewards: list[float | None] = attrs.Factory(list)
+    completions: list[str | None] = attrs.Factory(list)
+    rollout_ids: list[Hashable] = attrs.Factory(list)
+    external: list[str] = attrs.Factory(list)
 
     def add(self, reward: float | None, completion: str | None, rollout_id: Hashable) -> None:
         """Add one member."""

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import roll as roll_adapter
-from group_admission.adapters.roll._read import read_trajectories
+from group_admission.adapters.roll._hooks import read_trajectories
 from strategies import configs, floats
 
 FILTER_PATH = "group_admission.adapters.roll.AdmissionGroupFilter"

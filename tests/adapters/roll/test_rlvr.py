@@ -21,7 +21,7 @@ from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import roll as roll_adapter
 from group_admission.adapters.roll import _hooks, _loop
-from group_admission.adapters.roll._read import read_responses
+from group_admission.adapters.roll._hooks import read_responses
 from strategies import configs, floats
 
 LOOP_PATH = "group_admission.adapters.roll.AdmissionRolloutLoop"

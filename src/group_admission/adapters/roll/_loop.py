@@ -5,17 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._hooks import admit
-from ._read import global_step
-
-__all__ = ["ROLL_IMPORTABLE", "AdmissionRolloutLoop"]
+from ._hooks import admit, global_step
 
 
 class _StandInRolloutLoop:
     """``UserDefinedRolloutLoop``'s interface, used when ROLL is not importable."""
-
-    def __init__(self) -> None:
-        pass
 
     async def process_new_prompt(self, context: Any) -> Any:
         msg = (
@@ -25,27 +19,21 @@ class _StandInRolloutLoop:
         raise ImportError(msg)
 
 
-def _loop_base() -> tuple[type[Any], bool]:
-    try:
-        module = importlib.import_module("roll.distributed.scheduler.user_defined_rollout_loop")
-        return module.UserDefinedRolloutLoop, True
-    except (ImportError, AttributeError):
-        return _StandInRolloutLoop, False
+try:
+    _module = importlib.import_module("roll.distributed.scheduler.user_defined_rollout_loop")
+    _LoopBase: type[Any] = _module.UserDefinedRolloutLoop
+    ROLL_IMPORTABLE = True
+except (ImportError, AttributeError):
+    _LoopBase, ROLL_IMPORTABLE = _StandInRolloutLoop, False
 
 
-_LoopBase, ROLL_IMPORTABLE = _loop_base()
-
-
-class AdmissionRolloutLoop(_LoopBase):  # type: ignore[misc,valid-type]
+class AdmissionRolloutLoop(_LoopBase):  # type: ignore[misc]
     """
     ROLL's RLVR rollout loop with the admission policy as its prompt-level filter.
 
     Set ``user_defined_rollout_loop_cls: group_admission.adapters.roll.AdmissionRolloutLoop``.
-    ROLL builds it with no arguments, once per scheduler actor. Each prompt runs ROLL's
-    default loop (generation, reward, ROLL's own filters), then the domain's session
-    judges the ``num_return_sequences`` responses on ``batch["response_level_rewards"]``
-    under the step's drop limits: a dropped prompt returns ``None``, which ROLL aborts and
-    replaces with a new prompt. Validation (``context.is_val``) is never filtered or counted.
+    After ROLL's default loop, the domain's session judges the prompt's responses; a dropped
+    prompt returns ``None``, which ROLL replaces. Validation is never filtered or counted.
 
     .. versionadded:: 0.1.0
     """

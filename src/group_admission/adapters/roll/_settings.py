@@ -14,23 +14,13 @@ from ..._loading import load_yaml_mapping, require_extra
 from ..._validation import check_ge, check_int, check_names_in, check_optional, describe
 from .._adapter_runtime import (
     HostSupport,
-    as_policy_config,
-    check_gate_on_unset,
     check_ratio,
+    failed_streak_field,
+    scalar_policy_config,
     settings_from,
     settings_key,
     to_str_tuple,
 )
-
-__all__ = [
-    "AGENTIC_SETTINGS_ENV",
-    "HOST_SUPPORT",
-    "RLVR_SETTINGS_KEY",
-    "RollAgenticSettings",
-    "RollRLVRSettings",
-    "agentic_settings",
-    "rlvr_settings",
-]
 
 #: The ROLL versions the adapter supports.
 HOST_SUPPORT = HostSupport(
@@ -54,27 +44,18 @@ class RollRLVRSettings:
     """
     Settings of the RLVR loop and ``query_filter``, in ``filter_args.group_admission`` of a reward domain.
 
-    Args:
-        policy: The :class:`GroupAdmissionConfig` fields.
-        max_rejection_ratio: Per training step, a gate rejection is honoured only while
-            ``(dropped + 1) / judged <= ratio``, the group at hand included (``null``: no cap).
-        max_rejected_groups_per_step: At most this many dropped groups per step (``null``: no cap).
-        max_consecutive_failed_groups: Stop the run after this many external rejections
-            in a row (``null``: never).
+    ``max_rejection_ratio`` and ``max_rejected_groups_per_step`` cap the drops per training
+    step, ``max_consecutive_failed_groups`` stops the run (``null``: no cap); see docs/adapters/roll.md.
 
     .. versionadded:: 0.1.0
     """
 
-    policy: GroupAdmissionConfig = attrs.field(
-        factory=GroupAdmissionConfig, converter=as_policy_config, validator=check_gate_on_unset
-    )
+    policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
     max_rejection_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
     max_rejected_groups_per_step: int | None = attrs.field(
         default=None, validator=check_optional(check_int, check_ge(0))
     )
-    max_consecutive_failed_groups: int | None = attrs.field(
-        default=8, validator=check_optional(check_int, check_ge(1))
-    )
+    max_consecutive_failed_groups: int | None = failed_streak_field()
 
     @property
     def limits(self) -> DropLimits:
@@ -92,28 +73,19 @@ class RollAgenticSettings:
     """
     Settings of the agentic group filter, read from ``GROUP_ADMISSION_ROLL_CONFIG``.
 
-    Args:
-        policy: The :class:`GroupAdmissionConfig` fields.
-        max_drop_ratio: Over the filter's lifetime, a rejection (or a ``drop_flag``
-            placeholder) is honoured only while ``(dropped + 1) / judged <= ratio``; other
-            external groups are always dropped (``null``: no cap).
-        modes: The scheduler modes in which groups are judged; the others keep everything.
-        max_consecutive_failed_groups: Stop the run after this many external rejections
-            in a row (``null``: never).
+    ``max_drop_ratio`` caps the drops over the filter's lifetime, ``modes`` are the
+    scheduler modes judged (the others keep everything), ``max_consecutive_failed_groups``
+    stops the run (``null``: no cap); see docs/adapters/roll.md.
 
     .. versionadded:: 0.1.0
     """
 
-    policy: GroupAdmissionConfig = attrs.field(
-        factory=GroupAdmissionConfig, converter=as_policy_config, validator=check_gate_on_unset
-    )
+    policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
     max_drop_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
     modes: tuple[str, ...] = attrs.field(
         default=("train",), converter=to_str_tuple, validator=check_names_in(_MODES, "scheduler mode")
     )
-    max_consecutive_failed_groups: int | None = attrs.field(
-        default=8, validator=check_optional(check_int, check_ge(1))
-    )
+    max_consecutive_failed_groups: int | None = failed_streak_field()
 
     @property
     def limits(self) -> DropLimits:

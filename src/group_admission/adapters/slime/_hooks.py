@@ -1,42 +1,98 @@
-"""
-The functions slime loads by import path, over one ``AdmissionSession`` per settings configuration.
-
-They run in slime's ``RolloutManager`` actor, so the sessions live as long as the actor.
-"""
+"""The slime adapter's settings and the functions slime loads by import path, over ``AdmissionSession``s."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import importlib
+import sys
 import threading
 import warnings
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
+import attrs
 import structlog
 
+from ..._config import GroupAdmissionConfig
 from ..._decision import GroupAdmissionDecision
 from ..._exceptions import ConsecutiveFailedGroupsError
 from ..._host_rules.slime import fallback_kept_lower_bound, should_drop
+from ..._limits import DropLimits
 from ..._metrics import AdmissionStats
 from ..._reasons import RejectionReason
 from ..._session import AdmissionSession
-from .._adapter_runtime import Registry, settings_key
-from ._read import live_remaining_batch_size, read_group
-from ._settings import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings
+from ..._validation import check_names_in
+from .._adapter_runtime import (
+    GroupInput,
+    HostSupport,
+    check_bool,
+    failed_streak_field,
+    scalar_policy_config,
+    scalar_reward,
+    settings_from,
+    settings_key,
+    to_str_tuple,
+)
 
-__all__ = [
-    "DynamicFilterOutput",
-    "admission_filter",
-    "admission_stats",
-    "drop_reason",
-    "judge_group",
-    "last_rollout_metrics",
-    "log_rollout_metrics",
-    "record_all_samples",
-    "reset",
-]
+#: The slime versions the adapter supports.
+HOST_SUPPORT = HostSupport(
+    host="THUDM/slime",
+    versions=(
+        (">=0.3.1", "everything; gate rejections carry keep_when_insufficient"),
+        ("0.3.0", "no keep_when_insufficient: rejections are dropped strictly, with one warning"),
+    ),
+    checked_commit="624b824a898ab0ec1fcb4d373004c7f3852bf515",
+)
+#: The ``args`` attribute that ``--custom-config-path`` sets from the YAML's top-level key.
+SETTINGS_ATTR = "group_admission"
+#: Prefix of the metrics the log hook adds beside slime's ``rollout/dynamic_filter/...``.
+METRIC_PREFIX = "rollout/group_admission/"
+
+_STATUSES = ("pending", "completed", "truncated", "aborted", "failed")
+
+
+@attrs.frozen(kw_only=True)
+class SlimeAdmissionSettings:
+    """
+    The slime adapter's settings: the ``group_admission`` mapping of ``--custom-config-path``.
+
+    ``policy`` holds :class:`GroupAdmissionConfig` fields (not ``gate_on``);
+    ``keep_when_insufficient`` marks gate rejections for slime's fallback;
+    ``max_consecutive_failed_groups`` (``None``: never) stops the run after that many
+    external rejections in a row; ``reject_statuses`` are the sample statuses that make a
+    group ``external``. docs/adapters/slime.md explains each.
+
+    .. versionadded:: 0.1.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
+    keep_when_insufficient: bool = attrs.field(default=True, validator=check_bool)
+    max_consecutive_failed_groups: int | None = failed_streak_field()
+    reject_statuses: tuple[str, ...] = attrs.field(
+        default=("aborted", "failed"),
+        converter=to_str_tuple,
+        validator=check_names_in(_STATUSES, "sample status"),
+    )
+
+    @property
+    def limits(self) -> DropLimits:
+        """The session's drop limits: slime keeps no drop budget, only the failure streak."""
+        return DropLimits(max_consecutive_failed_groups=self.max_consecutive_failed_groups)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> SlimeAdmissionSettings:
+        """
+        Build the settings from the ``group_admission`` mapping (``None``: all defaults).
+
+        Raises:
+            TypeError: the value is not a mapping, or a setting has the wrong type.
+            ValueError: a key is unknown or a value is out of range.
+        """
+        source = f"'{SETTINGS_ATTR}' (set on slime's args by --custom-config-path)"
+        return settings_from(cls, mapping, source, where=f"'{SETTINGS_ATTR}' settings")
+
 
 _log = structlog.get_logger("group_admission.adapters.slime")
 
@@ -65,6 +121,57 @@ def _output_type() -> tuple[type[Any], bool]:
     return output_type, "keep_when_insufficient" in getattr(output_type, "__dataclass_fields__", {})
 
 
+def _read_member(args: Any, sample: Any, reject: tuple[str, ...], slot: int, out: GroupInput) -> None:
+    if not hasattr(sample, "get_reward_value"):
+        out.reject("malformed_member", slot)
+        return
+    status = getattr(sample, "status", None)
+    status = getattr(status, "value", status)
+    if isinstance(status, str) and status in reject:
+        out.external.append(status)
+    reward: float | None = None
+    if getattr(sample, "reward", None) is not None:
+        try:
+            raw = sample.get_reward_value(args)
+        except KeyError:
+            out.external.append("reward_key_missing")
+        except Exception:  # a bad member rejects its group; it must never stop training
+            out.external.append("unreadable_reward")
+        else:
+            reward, problem = scalar_reward(raw)
+            if problem is not None:
+                out.external.append(problem)
+    response = getattr(sample, "response", None)
+    out.add(reward, response if isinstance(response, str) else None, slot)
+
+
+def _read_group(args: Any, samples: Any, reject_statuses: tuple[str, ...]) -> GroupInput:
+    """One slime group for the policy; the segments of a fan-out rollout share its rollout id."""
+    out = GroupInput()
+    if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
+        out.reject("malformed_group", 0)
+        return out
+    for slot, member in enumerate(samples):
+        segments = member if isinstance(member, (list, tuple)) else (member,)
+        if not segments:
+            out.reject("empty_rollout", slot)
+        for segment in segments:
+            if out.group_key is None:
+                out.group_key = getattr(segment, "group_index", None)
+            _read_member(args, segment, reject_statuses, slot, out)
+    return out
+
+
+def _live_remaining_batch_size() -> int | None:
+    """Slime's live ``GenerateState.remaining_batch_size``, read without importing or building it."""
+    module = sys.modules.get("slime.rollout.sglang_rollout")
+    state_cls = getattr(module, "GenerateState", None)
+    instances = getattr(state_cls, "_instances", None)
+    state = instances.get(state_cls) if isinstance(instances, dict) else None
+    value = getattr(state, "remaining_batch_size", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class _Runtime:
     """One configuration's session, and what slime has not been told yet about the rollout in progress."""
 
@@ -79,7 +186,6 @@ class _Runtime:
         self._closed = AdmissionStats()  # the session's counts when the last rollout closed
 
     def rollout(self) -> AdmissionStats:
-        """The counts since the last rollout closed."""
         return self.session.stats.difference(self._closed)
 
     def close_rollout(self, *, fallback_estimated: bool) -> None:
@@ -95,12 +201,14 @@ class _Runtime:
         _log.info("group_admission_rollout", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
 
 
-_RUNTIMES: Registry[_Runtime] = Registry()
+# One session per settings configuration; dict operations are atomic, so no lock is needed.
+_RUNTIMES: dict[str, _Runtime] = {}
 
 
 def _runtime(args: Any) -> _Runtime:
     raw = getattr(args, SETTINGS_ATTR, None)
-    return _RUNTIMES.get(settings_key(raw), lambda: _Runtime(SlimeAdmissionSettings.from_mapping(raw)))
+    key = settings_key(raw)
+    return _RUNTIMES.get(key) or _RUNTIMES.setdefault(key, _Runtime(SlimeAdmissionSettings.from_mapping(raw)))
 
 
 def reset() -> None:
@@ -115,10 +223,7 @@ def reset() -> None:
 
 def drop_reason(decision: GroupAdmissionDecision) -> str | None:
     """
-    The ``reason`` the filter gives slime, which counts it as ``rollout/dynamic_filter/drop_<reason>``.
-
-    ``None`` when admitted; ``exact_dead``, ``near_tie`` or ``redundant``; or
-    ``external_<detail>`` (e.g. ``external_aborted``).
+    The ``reason`` the filter gives slime (``None`` when admitted; ``external_<detail>`` when external).
 
     .. versionadded:: 0.1.0
     """
@@ -131,24 +236,19 @@ def judge_group(args: Any, samples: Any) -> GroupAdmissionDecision:
     """
     The policy's decision on one slime group, counted nowhere (for custom rollout functions).
 
-    ``samples`` is a ``list[Sample]``, or ``list[list[Sample]]`` with fan-out (each inner
-    list is one rollout, counted once); rewards are read with ``sample.get_reward_value(args)``.
+    ``samples`` is a ``list[Sample]``, or ``list[list[Sample]]`` with fan-out.
 
     .. versionadded:: 0.1.0
     """
     runtime = _runtime(args)
-    return read_group(args, samples, runtime.settings.reject_statuses).evaluate(runtime.session.policy)
+    return _read_group(args, samples, runtime.settings.reject_statuses).evaluate(runtime.session.policy)
 
 
 def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     """
     Judge and count one completed group: the ``--dynamic-sampling-filter-path`` function.
 
-    slime calls it synchronously, once per completed group, with its parsed ``args``
-    (``args.group_admission`` holds the settings). A rejected group gets ``keep=False``, a
-    :func:`drop_reason` and, for a gate rejection when the settings ask for it,
-    ``keep_when_insufficient=True``. Returns slime's ``DynamicFilterOutput`` (the stand-in
-    without slime).
+    Returns slime's ``DynamicFilterOutput`` (the stand-in without slime).
 
     Raises:
         ConsecutiveFailedGroupsError: too many external rejections in a row.
@@ -157,7 +257,7 @@ def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     .. versionadded:: 0.1.0
     """
     runtime = _runtime(args)
-    decision = read_group(args, samples, runtime.settings.reject_statuses).judge(runtime.session).decision
+    decision = _read_group(args, samples, runtime.settings.reject_statuses).judge(runtime.session).decision
     output_type, has_fallback_field = _output_type()
     if decision.admitted:
         return output_type(keep=True)
@@ -165,9 +265,18 @@ def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     if not runtime.settings.keep_when_insufficient or decision.reason is RejectionReason.EXTERNAL:
         return output_type(keep=False, reason=reason)
     if not has_fallback_field:
-        _warn_fallback_unsupported(runtime.warned)
+        if "keep_when_insufficient" not in runtime.warned:
+            runtime.warned.add("keep_when_insufficient")
+            warnings.warn(
+                "this slime has no DynamicFilterOutput.keep_when_insufficient (added in v0.3.1): "
+                "rejected groups are dropped strictly, so every rejection can start another "
+                "over-sampling wave; set 'keep_when_insufficient: false' in the group_admission "
+                "settings to silence this warning",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return output_type(keep=False, reason=reason)
-    remaining, target = live_remaining_batch_size(), getattr(args, "rollout_batch_size", None)
+    remaining, target = _live_remaining_batch_size(), getattr(args, "rollout_batch_size", None)
     if remaining is None or not isinstance(target, int):
         with runtime.lock:
             runtime.unknown_fallbacks += 1
@@ -178,29 +287,12 @@ def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     return output_type(keep=False, reason=reason, keep_when_insufficient=True)
 
 
-def _warn_fallback_unsupported(warned: set[str]) -> None:
-    if "keep_when_insufficient" in warned:
-        return
-    warned.add("keep_when_insufficient")
-    warnings.warn(
-        "this slime has no DynamicFilterOutput.keep_when_insufficient (added in v0.3.1): "
-        "rejected groups are dropped strictly, so every rejection can start another "
-        "over-sampling wave; set 'keep_when_insufficient: false' in the group_admission "
-        "settings to silence this warning",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-
-
 def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
     """
     Close a rollout's counts: the ``--rollout-all-samples-process-path`` hook.
 
-    slime passes every completed group of the rollout: the groups its filter judged (if
-    no filter ran, the hook judges them, never stopping the run). Rejections slime kept
-    by ``keep_when_insufficient`` count as ``fallback_admitted``, estimated from below
-    (metric ``fallback_estimated`` = 1) when slime's live state was unreadable. Logs the
-    structlog event ``group_admission_rollout`` and sets ``args.processed_group_count``.
+    Counts the rejections slime kept by ``keep_when_insufficient`` (judging the groups
+    itself if no filter ran) and sets ``args.processed_group_count``.
 
     .. versionadded:: 0.1.0
     """
@@ -210,15 +302,14 @@ def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
             for group in all_groups:
                 # slime dropped none of these groups, so there is no resampling loop to stop.
                 with contextlib.suppress(ConsecutiveFailedGroupsError):
-                    read_group(args, group, runtime.settings.reject_statuses).judge(runtime.session)
+                    _read_group(args, group, runtime.settings.reject_statuses).judge(runtime.session)
         rollout, unknown = runtime.rollout(), runtime.unknown_fallbacks
         target = getattr(args, "rollout_batch_size", None)
         if unknown and isinstance(target, int):
-            gate_rejected = rollout.exact_dead + rollout.near_tie + rollout.redundant
             runtime.session.record_fallback(
                 fallback_kept_lower_bound(
                     unknown=unknown,
-                    gate_rejected=gate_rejected,
+                    gate_rejected=rollout.exact_dead + rollout.near_tie + rollout.redundant,
                     known=rollout.fallback_admitted,
                     target=target,
                     admitted=rollout.admitted,
@@ -235,9 +326,8 @@ def log_rollout_metrics(
     """
     Add the last rollout's metrics to slime's: the ``--custom-rollout-log-function-path`` hook.
 
-    Merges ``rollout/group_admission/<name>`` into ``rollout_extra_metrics`` once per
-    rollout, sets ``args.logged_rollout_id`` (slime's contract for custom log functions),
-    and returns ``False`` so that slime's own logging goes on and reports them.
+    Merges them into ``rollout_extra_metrics`` once per rollout, sets
+    ``args.logged_rollout_id`` and returns ``False`` so that slime's own logging goes on.
 
     .. versionadded:: 0.1.0
     """
