@@ -81,6 +81,8 @@ def informative_probability(alpha: float, beta: float, group_size: int) -> float
 
     .. versionadded:: 0.2.0
     """
+    if group_size < 2:
+        return 0.0  # one completion has nothing to compare with
     all_pass = all_fail = 1.0
     for i in range(group_size):
         total = alpha + beta + i
