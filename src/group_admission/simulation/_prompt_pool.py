@@ -100,7 +100,7 @@ class PromptPoolConfig:
     seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
     logit_mean: float = attrs.field(default=-1.0, converter=as_float, validator=(check_real, check_finite))
     logit_std: float = attrs.field(
-        default=3.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
+        default=4.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
     )
     learnable_share: float = attrs.field(
         default=0.5, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
