@@ -71,6 +71,7 @@ class TestConfig:
             ({"group_size": 8, "prior": "flat"}, TypeError, "'prior' must be a pair of numbers"),
             ({"group_size": 8, "reward_range": (1.0, 0.0)}, ValueError, "finite low < high"),
             ({"group_size": 8, "half_life": 0}, ValueError, "'half_life' must be None or a finite"),
+            ({"group_size": 8, "half_life": "long"}, TypeError, "'half_life' must be None or a number"),
             ({"group_size": 8, "seed": -1}, ValueError, "'seed' must be >= 0"),
             ({"group_size": 8, "colour": 1}, ValueError, "unknown key"),
         ],

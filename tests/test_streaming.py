@@ -243,7 +243,7 @@ class TestPlanPrompts:
     def test_bad_arguments_are_named(self) -> None:
         with pytest.raises(TypeError, match="'history' must be a PromptHistory"):
             plan_prompts(_controller(), _state(), {}, [1], step=0, target_groups=1, num_generations=4)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="'target_groups' must be an integer >= 0"):
+        with pytest.raises(ValueError, match="'target_groups' must be >= 0"):
             plan_prompts(
                 _controller(), _state(), _history(), [1], step=0, target_groups=-1, num_generations=4
             )

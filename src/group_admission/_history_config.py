@@ -63,8 +63,13 @@ def _check_reward_range(inst: object, attribute: attrs.Attribute[Any], value: ob
 
 
 def _check_half_life(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (not is_real(value) or not 0 < float(value) < float("inf")):  # type: ignore[arg-type]
-        msg = f"'{attribute.name}' must be None or a finite number of steps > 0 (got {describe(value)})"
+    if value is None:
+        return
+    if not is_real(value):
+        msg = f"'{attribute.name}' must be None or a number of steps (got {describe(value)})"
+        raise TypeError(msg)
+    if not 0 < float(value) < float("inf"):  # type: ignore[arg-type]
+        msg = f"'{attribute.name}' must be None or a finite number of steps > 0 (got {value!r})"
         raise ValueError(msg)
 
 

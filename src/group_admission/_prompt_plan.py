@@ -96,6 +96,24 @@ class PromptPlan:
         return data
 
 
+def _check_arguments(controller: object, state: object, history: object, target_groups: object) -> None:
+    if not isinstance(controller, SamplingBudgetController):
+        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
+        raise TypeError(msg)
+    if not isinstance(history, PromptHistory):
+        msg = f"'history' must be a PromptHistory (got {describe(history)})"
+        raise TypeError(msg)
+    if not isinstance(state, SamplingBudgetState):
+        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+        raise TypeError(msg)
+    if isinstance(target_groups, bool) or not isinstance(target_groups, int):
+        msg = f"'target_groups' must be an integer (got {describe(target_groups)})"
+        raise TypeError(msg)
+    if target_groups < 0:
+        msg = f"'target_groups' must be >= 0 (got {target_groups})"
+        raise ValueError(msg)
+
+
 def plan_prompts(
     controller: SamplingBudgetController,
     state: SamplingBudgetState,
@@ -117,18 +135,7 @@ def plan_prompts(
 
     .. versionadded:: 0.2.0
     """
-    if not isinstance(controller, SamplingBudgetController):
-        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
-        raise TypeError(msg)
-    if not isinstance(history, PromptHistory):
-        msg = f"'history' must be a PromptHistory (got {describe(history)})"
-        raise TypeError(msg)
-    if not isinstance(state, SamplingBudgetState):
-        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-        raise TypeError(msg)
-    if isinstance(target_groups, bool) or not isinstance(target_groups, int) or target_groups < 0:
-        msg = f"'target_groups' must be an integer >= 0 (got {describe(target_groups)})"
-        raise ValueError(msg)
+    _check_arguments(controller, state, history, target_groups)
     config = controller.config
     remaining = max(0, target_groups - state.admitted_groups)
     picks = history.pick(prompt_ids, step=step)

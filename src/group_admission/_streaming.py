@@ -79,6 +79,15 @@ def _check_confidence(value: object, name: str) -> None:
         raise ValueError(msg)
 
 
+def _check_objects(controller: object, state: object) -> None:
+    if not isinstance(controller, SamplingBudgetController):
+        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
+        raise TypeError(msg)
+    if not isinstance(state, SamplingBudgetState):
+        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+        raise TypeError(msg)
+
+
 def stream_rate(state: SamplingBudgetState, prior_groups: int, floor: float) -> float:
     """
     The step's admission rate: the carried estimate, worth ``prior_groups`` groups, plus what finished.
@@ -130,12 +139,7 @@ def plan_stream(
 
     .. versionadded:: 0.2.0
     """
-    if not isinstance(controller, SamplingBudgetController):
-        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
-        raise TypeError(msg)
-    if not isinstance(state, SamplingBudgetState):
-        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-        raise TypeError(msg)
+    _check_objects(controller, state)
     target = _count(target_groups, "target_groups")
     flying = _count(in_flight, "in_flight")
     size = _count(num_generations, "num_generations", 1)
