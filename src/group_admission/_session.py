@@ -23,12 +23,15 @@ from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetControlle
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._exceptions import ConsecutiveFailedGroupsError, StepLifecycleError
+from ._history import PromptHistory, PromptId
 from ._limits import DropLimits
 from ._loading import coerce_config
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
+from ._prompt_plan import PromptPlan, plan_prompts
 from ._reasons import RejectionReason
 from ._session_state import restore_session, session_state
+from ._streaming import StreamPlan, plan_stream
 from ._validation import describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
@@ -561,6 +564,84 @@ class AdmissionSession:
                 num_generations=self._group_size(state, num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
                 new_round=not pending,
+            )
+
+    def stream_plan(
+        self,
+        in_flight: int = 0,
+        *,
+        num_generations: int | None = None,
+        confidence: float | None = None,
+        top_up_below: float = 0.5,
+        estimated_tokens_per_group: float | None = None,
+    ) -> StreamPlan:
+        """
+        For hosts that launch groups asynchronously: launch, abort, or wait (see :func:`plan_stream`).
+
+        Groups judged this step count as finished; ``in_flight`` are launched and not
+        finished. A streaming step is one round: the rate carried from earlier steps
+        stays as it is until :meth:`end_step` folds the step.
+
+        Raises:
+            StepLifecycleError: no step is open.
+
+        .. versionadded:: 0.2.0
+        """
+        with self._lock:
+            state = self._require_step("stream_plan")
+            round_ = self._round
+            view = attrs.evolve(
+                state,
+                sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
+                generated_groups=state.generated_groups + round_.candidates,
+                generated_samples=state.generated_samples + self._round_samples,
+                generated_tokens=state.generated_tokens + self._round_tokens,
+                admitted_groups=state.admitted_groups + round_.admitted,
+                rejected_groups=state.rejected_groups + round_.rejected,
+            )
+            return plan_stream(
+                self._controller,
+                view,
+                target_groups=self._target,
+                in_flight=in_flight,
+                num_generations=self._group_size(state, num_generations),
+                confidence=confidence,
+                top_up_below=top_up_below,
+                estimated_tokens_per_group=estimated_tokens_per_group,
+            )
+
+    def pick_prompts(
+        self,
+        history: PromptHistory,
+        prompt_ids: Sequence[PromptId],
+        *,
+        num_generations: int | None = None,
+        estimated_tokens_per_group: float | None = None,
+    ) -> PromptPlan:
+        """
+        Close the round in progress; pick prompts with ``history`` and size the next round by them.
+
+        Like :meth:`plan`, with per-prompt informative probabilities instead of one batch
+        rate (see :func:`plan_prompts`); the history picks at the session's :attr:`step`,
+        so observe its groups with that step.
+
+        Raises:
+            StepLifecycleError: no step is open.
+
+        .. versionadded:: 0.2.0
+        """
+        with self._lock:
+            state = self._require_step("pick_prompts")
+            self._fold_round(state)
+            return plan_prompts(
+                self._controller,
+                state,
+                history,
+                prompt_ids,
+                step=self._step,
+                target_groups=self._target,
+                num_generations=self._group_size(state, num_generations),
+                estimated_tokens_per_group=estimated_tokens_per_group,
             )
 
     def end_step(self) -> StepReport:
