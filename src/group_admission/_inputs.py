@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._config import GroupAdmissionConfig
+from ._rewards import is_torch_tensor
 from ._validation import describe
 
 __all__ = [
@@ -60,11 +61,21 @@ def check_completions(completions: Any, size: int) -> list[str | None]:
 
 
 def check_rollout_ids(rollout_ids: Any, size: int) -> list[Hashable]:
-    """Validate rollout ids: one hashable id per member (``None`` is a rollout of its own)."""
-    if isinstance(rollout_ids, (str, bytes)) or not isinstance(rollout_ids, (Sequence, np.ndarray)):
+    """
+    Validate rollout ids: one hashable id per member (``None`` is a rollout of its own).
+
+    numpy arrays and torch tensors are read with ``tolist``, which keeps integer ids exact.
+    """
+    if is_torch_tensor(rollout_ids) or isinstance(rollout_ids, np.ndarray):
+        ids = rollout_ids.tolist()
+    elif isinstance(rollout_ids, (str, bytes)) or not isinstance(rollout_ids, Sequence):
         msg = f"'rollout_ids' must be a sequence with one id per member (got {describe(rollout_ids)})"
         raise TypeError(msg)
-    ids = rollout_ids.tolist() if isinstance(rollout_ids, np.ndarray) else list(rollout_ids)
+    else:
+        ids = list(rollout_ids)
+    if not isinstance(ids, list):  # a 0-D array or tensor
+        msg = f"'rollout_ids' must be a sequence with one id per member (got {describe(rollout_ids)})"
+        raise TypeError(msg)
     if len(ids) != size:
         msg = f"'rollout_ids' must have one id per reward ({size}) (got {len(ids)})"
         raise ValueError(msg)
