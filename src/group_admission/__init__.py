@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 
 from ._batch import BatchAdmissionResult
+from ._binomial import binomial_groups_needed
 from ._budget import (
     ResamplePlan,
     SamplingBudgetConfig,
     SamplingBudgetController,
     SamplingBudgetState,
-    binomial_groups_needed,
 )
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision

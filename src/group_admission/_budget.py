@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
@@ -10,6 +11,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._batch import BatchAdmissionResult
+from ._binomial import binomial_groups_needed
 from ._decision import GroupAdmissionDecision
 from ._exceptions import CheckpointError
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
@@ -24,6 +26,8 @@ from ._validation import (
     check_range,
     check_real,
     describe,
+    is_finite,
+    is_real,
 )
 
 __all__ = [
@@ -32,7 +36,6 @@ __all__ = [
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
-    "binomial_groups_needed",
 ]
 
 #: Why a plan is what it is: the target is met, or a cap binds.
@@ -171,7 +174,8 @@ class SamplingBudgetState:
         Raises:
             CheckpointError: a key is missing or unknown, a value is invalid, or the
                 counters contradict each other (admitted + rejected != generated groups,
-                fewer samples than groups, groups without a round).
+                fewer samples than groups, samples or tokens without a round, groups
+                without a rate estimate).
         """
         if not isinstance(data, Mapping):
             msg = f"'data' must be a SamplingBudgetState dict (got {describe(data)})"
@@ -201,8 +205,11 @@ class SamplingBudgetState:
             return (
                 f"generated_samples ({self.generated_samples}) < generated_groups ({self.generated_groups})"
             )
-        if self.sampling_rounds == 0 and (self.generated_groups or self.generated_tokens):
-            return "groups or tokens were generated in 0 sampling_rounds"
+        if self.sampling_rounds == 0 and (self.generated_samples or self.generated_tokens):
+            return "samples or tokens were generated in 0 sampling_rounds"
+        if self.effective_rate_ema is None and self.generated_groups:
+            # Every round with a group sets the rate; losing it would plan at a rate of 1.
+            return f"effective_rate_ema is None after {self.generated_groups} generated group(s)"
         return None
 
 
@@ -238,48 +245,6 @@ class ResamplePlan:
         return data
 
 
-def _log_binomial_tail(n: int, p: float, r: int) -> float:
-    """P[Binomial(n, p) >= r], summed in log space over the shorter side."""
-    if r <= 0:
-        return 1.0
-    if r > n:
-        return 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    log_choose = math.lgamma(n + 1)
-
-    def pmf(k: int) -> float:
-        return math.exp(
-            log_choose - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
-        )
-
-    if r > n * p:
-        return min(1.0, math.fsum(pmf(k) for k in range(r, n + 1)))
-    return max(0.0, 1.0 - math.fsum(pmf(k) for k in range(r)))
-
-
-def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> int:
-    """
-    The smallest ``n`` with ``P[Binomial(n, rate) >= remaining] >= confidence``.
-
-    .. versionadded:: 0.1.0
-    """
-    if remaining <= 0:
-        return 0
-    if rate >= 1.0:
-        return remaining
-    low, high = remaining, max(remaining, math.ceil(remaining / rate))
-    while _log_binomial_tail(high, rate, remaining) < confidence:
-        low, high = high, high * 2
-    # The tail grows with n, so bisect for the smallest n that reaches the confidence.
-    while low < high:
-        middle = (low + high) // 2
-        if _log_binomial_tail(middle, rate, remaining) >= confidence:
-            high = middle
-        else:
-            low = middle + 1
-    return high
-
-
 def _round_counts(observation: Observation) -> tuple[int, int]:
     """Return ``(candidates, admitted)`` of one round's observation."""
     if isinstance(observation, AdmissionStats):
@@ -304,24 +269,45 @@ def _round_counts(observation: Observation) -> tuple[int, int]:
 
 def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
     """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         msg = f"'{name}' must be an integer (got {describe(value)})"
         raise TypeError(msg)
     if value < (0 if allow_zero else 1):
         msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
         raise ValueError(msg)
-    return value
+    return int(value)
 
 
 def _check_tokens_per_group(value: object) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if value is None:
+        return
+    if not is_real(value):
+        msg = f"'estimated_tokens_per_group' must be a real number (got {describe(value)})"
+        raise TypeError(msg)
+    # An int beyond the float range is a usable (if absurd) bound: the cap arithmetic is exact.
+    number: float = value  # type: ignore[assignment]  # is_real checked it
+    if not (isinstance(number, numbers.Integral) or is_finite(number)) or not number > 0:
         msg = f"'estimated_tokens_per_group' must be a finite number > 0 (got {describe(value)})"
         raise ValueError(msg)
+
+
+def _groups_within(budget: int, per_group: float) -> int:
+    """``floor(budget / per_group)`` in exact arithmetic: no overflow and no rounding up."""
+    numerator, denominator = (
+        (int(per_group), 1)
+        if isinstance(per_group, numbers.Integral)
+        else float(per_group).as_integer_ratio()
+    )
+    return budget * denominator // numerator
+
+
+def _groups_expected(remaining: int, rate: float) -> int:
+    """``max(remaining, ceil(remaining / rate))``, exact when the float quotient is too large to trust."""
+    quotient = remaining / rate if remaining < 2**53 else math.inf
+    if quotient < 2**53:
+        return max(remaining, math.ceil(quotient))
+    numerator, denominator = rate.as_integer_ratio()
+    return max(remaining, -(-remaining * denominator // numerator))
 
 
 class SamplingBudgetController:
@@ -460,7 +446,7 @@ class SamplingBudgetController:
                 exhausted=True,
                 limited_by=("resample_round_budget",),
             )
-        requested = max(remaining, math.ceil(remaining / rate))
+        requested = _groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
         caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
@@ -528,10 +514,11 @@ class SamplingBudgetController:
             caps["sample_budget"] = (
                 max(0, config.max_total_samples - state.generated_samples) // num_generations
             )
-        tokens_per_group = estimated_tokens_per_group
-        if tokens_per_group is None and state.generated_groups and state.generated_tokens:
-            tokens_per_group = state.generated_tokens / state.generated_groups
-        if config.max_total_tokens is not None and tokens_per_group is not None:
+        if config.max_total_tokens is not None:
             left = max(0, config.max_total_tokens - state.generated_tokens)
-            caps["token_budget"] = math.floor(left / tokens_per_group)
+            if estimated_tokens_per_group is not None:
+                caps["token_budget"] = _groups_within(left, estimated_tokens_per_group)
+            elif state.generated_groups and state.generated_tokens:
+                # The observed mean tokens per group, as a fraction: left * groups // tokens.
+                caps["token_budget"] = left * state.generated_groups // state.generated_tokens
         return caps
