@@ -603,6 +603,12 @@ CASES += [
         "'key' must be a string or None (got 3)",
     ),
     (
+        "yaml path a file descriptor",
+        lambda: C.from_yaml(0),  # type: ignore[arg-type]
+        TypeError,
+        "'path' must be a file path (got 0)",
+    ),
+    (
         "yaml bad field",
         lambda: C.from_yaml(_yaml("min_reward_std: -1\n")),
         ValueError,
@@ -662,6 +668,24 @@ CASES += [
         lambda: P().evaluate_batch(np.array([[1j, 0]])),
         TypeError,
         "'rewards' must hold numbers (got an array of dtype complex128)",
+    ),
+    (
+        "unhashable group key",
+        lambda: P().evaluate([0, 1], group_key=["q", 1]),  # type: ignore[arg-type]
+        TypeError,
+        "'group_key' must be hashable (got ['q', 1] of type list)",
+    ),
+    (
+        "batch unhashable group key",
+        lambda: P().evaluate_batch([[0, 1], [1, 0]], group_keys=["q", {"id": 1}]),
+        TypeError,
+        "'group_keys' entries must be hashable (got {'id': 1} of type dict)",
+    ),
+    (
+        "scorer beyond the float range",
+        lambda: P(similar, scorer=lambda a, b: HUGE).evaluate([0, 1], ["a", "b"]),
+        ValueError,
+        f"'scorer' must return a finite value in [0, 1] (got 1{SEVERAL}",
     ),
     (
         "external reasons not a sequence",
@@ -747,6 +771,12 @@ CASES += [
         lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "failed_checks": [1]}),
         CheckpointError,
         "'failed_checks' must be a list of strings (got [1] of type list)",
+    ),
+    (
+        "decision dict unhashable key",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "group_key": {"id": 1}}),
+        CheckpointError,
+        "'group_key' must be hashable (got {'id': 1} of type dict)",
     ),
     (
         "decision dict admitted contradicts reason",

@@ -630,3 +630,17 @@ def test_small_targets_get_the_exact_smallest_n(remaining: int, rate: float, con
 
     assert _exact_tail(n, rate, remaining) >= confidence - 1e-12
     assert n == remaining or _exact_tail(n - 1, rate, remaining) < confidence + 1e-12
+
+
+def test_numpy_integers_are_counts_and_stay_plain_ints() -> None:
+    np = pytest.importorskip("numpy")
+    ctl = controller(max_extra_groups=8, max_resample_rounds=2)
+    state = ctl.new_state()
+
+    ctl.observe_round(state, decisions(1, 3), num_generations=np.int64(2), generated_tokens=np.int32(40))
+    plan = ctl.plan_resampling(state, target_groups=np.int64(4), num_generations=np.int64(2))
+
+    assert json.loads(json.dumps(state.to_dict())) == state.to_dict()
+    assert json.loads(json.dumps(plan.to_dict())) == plan.to_dict()
+    assert {int} == {type(v) for k, v in state.to_dict().items() if k != "effective_rate_ema"}
+    assert binomial_groups_needed(np.int64(3), np.float32(0.5), 0.9) == binomial_groups_needed(3, 0.5, 0.9)

@@ -244,7 +244,11 @@ def _batches(draw: st.DrawFn) -> dict[str, Any]:
         "completions": matrix(_TEXTS) if with_texts else None,
         "rollout_ids": matrix(st.sampled_from([0, 1, 2, None])) if draw(st.booleans()) else None,
         "external_reasons": draw(st.none() | st.lists(_REASONS, min_size=groups, max_size=groups)),
-        "group_keys": [f"g{row}" for row in range(groups)] if draw(st.booleans()) else None,
+        "group_keys": draw(
+            st.none()
+            | st.just([f"g{row}" for row in range(groups)])
+            | st.just([("prompt", row, (row, "turn")) for row in range(groups)])
+        ),
     }
 
 

@@ -15,6 +15,7 @@ from ._decision import GroupAdmissionDecision
 from ._gates import batch_reward_failures, batch_reward_statistics
 from ._inputs import (
     check_completions,
+    check_group_keys,
     check_rollout_ids,
     completions_required_message,
     external_reason_tuple,
@@ -277,6 +278,8 @@ def evaluate_batch(
     gated, missing, non_finite = coerce_batch(rewards, config.gate_on)
     groups, size = gated.shape
     keys = None if group_keys is None else tuple(_per_group(group_keys, groups, "group_keys"))
+    if keys is not None:
+        check_group_keys(keys, "group_keys")
     caller = None if external_reasons is None else _per_group(external_reasons, groups, "external_reasons")
     texts: list[list[str | None]] | None = None
     if completions is not None:

@@ -14,6 +14,7 @@ answer there.
 from __future__ import annotations
 
 import math
+import numbers
 
 from ._validation import describe, is_real
 
@@ -197,7 +198,7 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
 
     .. versionadded:: 0.1.0
     """
-    if isinstance(remaining, bool) or not isinstance(remaining, int):
+    if isinstance(remaining, bool) or not isinstance(remaining, numbers.Integral):
         msg = f"'remaining' must be an integer (got {describe(remaining)})"
         raise TypeError(msg)
     for name, value in (("rate", rate), ("confidence", confidence)):
@@ -213,7 +214,7 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
     if not 0.0 < confidence < 1.0:
         msg = f"'confidence' must be in (0, 1) (got {describe(confidence)})"
         raise ValueError(msg)
-    rate, confidence = float(rate), float(confidence)
+    remaining, rate, confidence = int(remaining), float(rate), float(confidence)
     if remaining == 0:
         return 0
     if rate == 1.0:

@@ -385,11 +385,13 @@ class SamplingBudgetController:
                 f"(got {describe(num_generations)} and {describe(generated_samples)})"
             )
             raise TypeError(msg)
-        _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
+        generated_tokens = _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
         candidates, admitted = _round_counts(decisions_or_stats)
         if generated_samples is None:
             generated_samples = candidates * _positive_int(num_generations, "num_generations")
-        elif _positive_int(generated_samples, "generated_samples", allow_zero=True) < candidates:
+        elif (generated_samples := _positive_int(generated_samples, "generated_samples", allow_zero=True)) < (
+            candidates
+        ):
             msg = (
                 f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
             )
@@ -423,8 +425,8 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        _positive_int(target_groups, "target_groups", allow_zero=True)
-        _positive_int(num_generations, "num_generations")
+        target_groups = _positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = _positive_int(num_generations, "num_generations")
         _check_tokens_per_group(estimated_tokens_per_group)
         config = self._config
         remaining = max(0, target_groups - state.admitted_groups)
@@ -485,9 +487,9 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        _positive_int(groups, "groups")
-        _positive_int(target_groups, "target_groups", allow_zero=True)
-        _positive_int(num_generations, "num_generations")
+        groups = _positive_int(groups, "groups")
+        target_groups = _positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = _positive_int(num_generations, "num_generations")
         _check_tokens_per_group(estimated_tokens_per_group)
         rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
         if new_round and not rounds_left:

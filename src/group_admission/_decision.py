@@ -109,7 +109,8 @@ class GroupAdmissionDecision:
         Rebuild a decision from :meth:`to_dict` output, such as a decision log record.
 
         ``admitted`` is derived from ``reason``; when present it must agree with it. The
-        similarity statistics and ``group_key`` may be absent.
+        similarity statistics and ``group_key`` may be absent; a ``group_key`` list (JSON's
+        form of a tuple) becomes a tuple again.
 
         Raises:
             CheckpointError: a key is missing or unknown, or a value has the wrong type or
@@ -131,10 +132,12 @@ class GroupAdmissionDecision:
         if admitted is not (reason is None):
             msg = f"'admitted' ({admitted!r}) contradicts 'reason' ({data['reason']!r})"
             raise CheckpointError(msg)
-        group_key = data.get("group_key")
-        if not isinstance(group_key, Hashable):
+        group_key = _tuples(data.get("group_key"))
+        try:
+            hash(group_key)
+        except TypeError:
             msg = f"'group_key' must be hashable (got {describe(group_key)})"
-            raise CheckpointError(msg)
+            raise CheckpointError(msg) from None
         return cls(
             reason=reason,
             failed_checks=_strings(data, "failed_checks"),
@@ -164,6 +167,11 @@ _REQUIRED = (
 )
 _OPTIONAL = ("admitted", "mean_pairwise_similarity", "max_pairwise_similarity", "group_key")
 _REASON_NAMES = ", ".join(repr(reason.value) for reason in RejectionReason)
+
+
+def _tuples(value: object) -> object:
+    """A JSON list back to the tuple it was written from (JSON has no tuples)."""
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
 
 
 def _reason(value: object) -> RejectionReason | None:

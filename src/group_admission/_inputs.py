@@ -14,6 +14,7 @@ from ._validation import describe
 
 __all__ = [
     "check_completions",
+    "check_group_keys",
     "check_rollout_ids",
     "completions_required_message",
     "external_reason_tuple",
@@ -58,6 +59,25 @@ def check_completions(completions: Any, size: int) -> list[str | None]:
             msg = f"'completions' must hold strings: entry {index} is {describe(text)}"
             raise TypeError(msg)
     return list(completions)
+
+
+def check_group_keys(keys: tuple[Any, ...], name: str) -> None:
+    """Require hashable group keys (``name`` is ``group_key`` or ``group_keys``): decisions are hashable."""
+    try:
+        hash(keys)  # one call for the whole tuple: the common case costs nothing per key
+    except TypeError:
+        culprit = next(key for key in keys if _unhashable(key))
+        what = f"'{name}' entries" if name.endswith("s") else f"'{name}'"
+        msg = f"{what} must be hashable (got {describe(culprit)})"
+        raise TypeError(msg) from None
+
+
+def _unhashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return True
+    return False
 
 
 def check_rollout_ids(rollout_ids: Any, size: int) -> list[Hashable]:

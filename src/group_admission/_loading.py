@@ -85,10 +85,14 @@ def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -
 
     Raises:
         FileNotFoundError: the file does not exist.
-        TypeError: ``key`` is not a string.
+        TypeError: ``path`` is not a path, or ``key`` not a string.
         ConfigurationError: the file is not valid YAML, or does not hold a mapping where
             one is required.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        # An int would open (and then close) that file descriptor.
+        msg = f"'path' must be a file path (got {describe(path)})"
+        raise TypeError(msg)
     if key is not None and not isinstance(key, str):
         msg = f"'key' must be a string or None (got {describe(key)})"
         raise TypeError(msg)

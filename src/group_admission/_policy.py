@@ -12,6 +12,7 @@ from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._inputs import (
     check_completions,
+    check_group_keys,
     check_rollout_ids,
     completions_required_message,
     external_reason_tuple,
@@ -118,6 +119,8 @@ class GroupAdmissionPolicy:
                 the group as ``external``.
         """
         config = self._config
+        if group_key is not None:
+            check_group_keys((group_key,), "group_key")
         values, problems = coerce_group(rewards, config.gate_on)
         size = len(values)
         external = (

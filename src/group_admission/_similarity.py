@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ._validation import describe
+from ._validation import describe, is_finite
 
 __all__ = ["ngram_jaccard", "pairwise_similarities", "validate_scorer_value"]
 
@@ -256,9 +256,10 @@ def validate_scorer_value(value: object, i: int, j: int) -> float:
             f"(got {value!r} of type {type(value).__name__} for completions {i} and {j})"
         )
         raise TypeError(msg)
-    score = float(value)
+    score = float(value) if is_finite(value) else math.inf  # an int beyond the float range too
     if not (math.isfinite(score) and 0.0 <= score <= 1.0):
-        msg = f"'scorer' must return a finite value in [0, 1] (got {score!r} for completions {i} and {j})"
+        shown = describe(value) if isinstance(value, int) else repr(float(value))
+        msg = f"'scorer' must return a finite value in [0, 1] (got {shown} for completions {i} and {j})"
         raise ValueError(msg)
     return score
 

@@ -82,7 +82,7 @@ def check_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise TypeError(msg)
 
 
-def is_finite(value: float) -> bool:
+def is_finite(value: Any) -> bool:
     """Tell whether a real number is finite as a float (an int beyond the float range is not)."""
     try:
         return math.isfinite(value)
