@@ -139,6 +139,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "'gate_on' entries must be non-empty strings (got 1)",
     ),
     (
+        "empty gate_on name",
+        lambda: C(gate_on=["accuracy", ""]),
+        ValueError,
+        "'gate_on' entries must be non-empty strings (got '')",
+    ),
+    (
         "unknown mapping key",
         lambda: C.from_mapping({"min_std": 1}),
         ValueError,
@@ -272,6 +278,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: P().evaluate([0, 1], external_reasons=[3]),
         TypeError,
         "'external_reasons' entries must be non-empty strings (got 3)",
+    ),
+    (
+        "external reason empty",
+        lambda: P().evaluate([0, 1], external_reasons=["stale", ""]),
+        ValueError,
+        "'external_reasons' entries must be non-empty strings (got '')",
     ),
     (
         "scorer out of range",
@@ -976,6 +988,12 @@ CASES += [
         lambda: SamplingBudgetState(sampling_rounds=-1),
         ValueError,
         "'sampling_rounds' must be >= 0 (got -1)",
+    ),
+    (
+        "state rate a string",
+        lambda: SamplingBudgetState(effective_rate_ema="0.5"),  # type: ignore[arg-type]
+        TypeError,
+        "'effective_rate_ema' must be None or a real number (got '0.5')",
     ),
     (
         "state dict not a mapping",

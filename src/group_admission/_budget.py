@@ -133,7 +133,10 @@ class SamplingBudgetConfig:
 def _check_ema(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"'{attribute.name}' must be None or a real number (got {describe(value)})"
+        raise TypeError(msg)
+    if not 0.0 <= value <= 1.0:
         msg = f"'{attribute.name}' must be None or a number in [0, 1] (got {describe(value)})"
         raise ValueError(msg)
 

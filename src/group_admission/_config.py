@@ -45,7 +45,7 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
     for name in value:
         if not isinstance(name, str) or not name:
             msg = f"'{attribute.name}' entries must be non-empty strings (got {describe(name)})"
-            raise TypeError(msg)
+            raise ValueError(msg) if isinstance(name, str) else TypeError(msg)
     if len(set(value)) != len(value):
         msg = f"'{attribute.name}' must not repeat a component (got {list(value)!r})"
         raise ValueError(msg)

@@ -42,7 +42,7 @@ def external_reason_tuple(reasons: Sequence[str] | str | None, name: str) -> tup
     for reason in reasons:
         if not isinstance(reason, str) or not reason:
             msg = f"'{name}' entries must be non-empty strings (got {describe(reason)})"
-            raise TypeError(msg)
+            raise ValueError(msg) if isinstance(reason, str) else TypeError(msg)
     return tuple(dict.fromkeys(reasons))
 
 
