@@ -33,7 +33,8 @@ class GroupAdmissionDecision:
     ``mean_pairwise_similarity_above_threshold``.
 
     The reward statistics describe the gated reward over unique rollouts; they are NaN
-    when the rewards held a missing or non-finite value. ``reward_std`` is the population
+    when the rewards held a missing or non-finite value, or when a statistic overflowed
+    float64 (``reward_overflow``). ``reward_std`` is the population
     standard deviation. The similarity statistics are ``None`` unless the redundancy gate
     ran on at least two rollouts.
 
