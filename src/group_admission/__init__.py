@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 
 from ._batch import BatchAdmissionResult
-from ._binomial import binomial_groups_needed
 from ._budget import (
     ResamplePlan,
     SamplingBudgetConfig,
@@ -31,6 +30,7 @@ from ._exceptions import (
 )
 from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
+from ._planning import binomial_groups_needed
 from ._policy import GroupAdmissionPolicy
 from ._reasons import RejectionReason
 from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport

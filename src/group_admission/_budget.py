@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
@@ -11,11 +9,17 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._batch import BatchAdmissionResult
-from ._binomial import binomial_groups_needed
 from ._decision import GroupAdmissionDecision
 from ._exceptions import CheckpointError
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
 from ._metrics import AdmissionStats
+from ._planning import (
+    binomial_groups_needed,
+    check_tokens_per_group,
+    groups_expected,
+    groups_within,
+    positive_int,
+)
 from ._validation import (
     as_float,
     as_int,
@@ -26,8 +30,6 @@ from ._validation import (
     check_range,
     check_real,
     describe,
-    is_finite,
-    is_real,
 )
 
 __all__ = [
@@ -270,49 +272,6 @@ def _round_counts(observation: Observation) -> tuple[int, int]:
     return candidates, admitted
 
 
-def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
-    """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < (0 if allow_zero else 1):
-        msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
-        raise ValueError(msg)
-    return int(value)
-
-
-def _check_tokens_per_group(value: object) -> None:
-    if value is None:
-        return
-    if not is_real(value):
-        msg = f"'estimated_tokens_per_group' must be a real number (got {describe(value)})"
-        raise TypeError(msg)
-    # An int beyond the float range is a usable (if absurd) bound: the cap arithmetic is exact.
-    number: float = value  # type: ignore[assignment]  # is_real checked it
-    if not (isinstance(number, numbers.Integral) or is_finite(number)) or not number > 0:
-        msg = f"'estimated_tokens_per_group' must be a finite number > 0 (got {describe(value)})"
-        raise ValueError(msg)
-
-
-def _groups_within(budget: int, per_group: float) -> int:
-    """``floor(budget / per_group)`` in exact arithmetic: no overflow and no rounding up."""
-    numerator, denominator = (
-        (int(per_group), 1)
-        if isinstance(per_group, numbers.Integral)
-        else float(per_group).as_integer_ratio()
-    )
-    return budget * denominator // numerator
-
-
-def _groups_expected(remaining: int, rate: float) -> int:
-    """``max(remaining, ceil(remaining / rate))``, exact when the float quotient is too large to trust."""
-    quotient = remaining / rate if remaining < 2**53 else math.inf
-    if quotient < 2**53:
-        return max(remaining, math.ceil(quotient))
-    numerator, denominator = rate.as_integer_ratio()
-    return max(remaining, -(-remaining * denominator // numerator))
-
-
 class SamplingBudgetController:
     """
     Plan how many more groups to sample to reach a target of admitted groups, under hard caps.
@@ -388,11 +347,11 @@ class SamplingBudgetController:
                 f"(got {describe(num_generations)} and {describe(generated_samples)})"
             )
             raise TypeError(msg)
-        generated_tokens = _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
+        generated_tokens = positive_int(generated_tokens, "generated_tokens", allow_zero=True)
         candidates, admitted = _round_counts(decisions_or_stats)
         if generated_samples is None:
-            generated_samples = candidates * _positive_int(num_generations, "num_generations")
-        elif (generated_samples := _positive_int(generated_samples, "generated_samples", allow_zero=True)) < (
+            generated_samples = candidates * positive_int(num_generations, "num_generations")
+        elif (generated_samples := positive_int(generated_samples, "generated_samples", allow_zero=True)) < (
             candidates
         ):
             msg = (
@@ -428,9 +387,9 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        target_groups = _positive_int(target_groups, "target_groups", allow_zero=True)
-        num_generations = _positive_int(num_generations, "num_generations")
-        _check_tokens_per_group(estimated_tokens_per_group)
+        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = positive_int(num_generations, "num_generations")
+        check_tokens_per_group(estimated_tokens_per_group)
         config = self._config
         remaining = max(0, target_groups - state.admitted_groups)
         ema = state.effective_rate_ema
@@ -451,7 +410,7 @@ class SamplingBudgetController:
                 exhausted=True,
                 limited_by=("resample_round_budget",),
             )
-        requested = _groups_expected(remaining, rate)
+        requested = groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
         caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
@@ -490,10 +449,10 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        groups = _positive_int(groups, "groups")
-        target_groups = _positive_int(target_groups, "target_groups", allow_zero=True)
-        num_generations = _positive_int(num_generations, "num_generations")
-        _check_tokens_per_group(estimated_tokens_per_group)
+        groups = positive_int(groups, "groups")
+        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = positive_int(num_generations, "num_generations")
+        check_tokens_per_group(estimated_tokens_per_group)
         rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
         if new_round and not rounds_left:
             return False
@@ -522,7 +481,7 @@ class SamplingBudgetController:
         if config.max_total_tokens is not None:
             left = max(0, config.max_total_tokens - state.generated_tokens)
             if estimated_tokens_per_group is not None:
-                caps["token_budget"] = _groups_within(left, estimated_tokens_per_group)
+                caps["token_budget"] = groups_within(left, estimated_tokens_per_group)
             elif state.generated_groups and state.generated_tokens:
                 # The observed mean tokens per group, as a fraction: left * groups // tokens.
                 caps["token_budget"] = left * state.generated_groups // state.generated_tokens

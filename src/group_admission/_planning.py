@@ -1,14 +1,20 @@
 """
-How many groups reach a target with a given confidence: ``binomial_groups_needed``.
+The arithmetic of a resampling plan: argument checks, exact caps, and how many groups to ask for.
 
-Planning calls this on every round, so it must answer in well under a millisecond for
-every legal input, however small the rate or large the target. The answer is exact while
-the binomial's spread near it is small (``remaining * (1 - rate) <= 64``): a bisection over
-``n`` whose every tail evaluation sums pmf terms outward from the boundary and stops once
-they are negligible, a few hundred terms at most. Beyond that, it is the Cornish-Fisher
-expansion of the negative binomial quantile (the number of trials until ``remaining``
-successes), which costs the same for any size and is within a few groups of the exact
-answer there.
+Caps and the expected-mode request are computed in exact integer arithmetic, so that no
+legal budget (a huge token cap, a tiny estimate per group, a huge target) can overflow a
+float or round a cap up past its budget.
+
+``binomial_groups_needed`` answers confidence mode. Planning calls it on every round, so it
+must answer in well under a millisecond for every legal input, however small the rate or
+large the target. The answer is exact while the binomial's spread near it is small
+(``remaining * (1 - rate) <= 64``): a false-position search over ``n`` whose every tail
+evaluation sums pmf terms outward from the boundary and stops once they are negligible, a
+few hundred terms at most. Beyond that, it is the Cornish-Fisher expansion of the negative
+binomial quantile (the number of trials until ``remaining`` successes), which costs the
+same for any size and is within a few groups of the exact answer there. Only an absurdly
+small rate (``remaining / rate`` beyond ``2**900``, where no cap leaves room anyway) takes
+the approximation with a small target.
 """
 
 from __future__ import annotations
@@ -16,9 +22,15 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._validation import describe, is_real
+from ._validation import describe, is_finite, is_real
 
-__all__ = ["binomial_groups_needed"]
+__all__ = [
+    "binomial_groups_needed",
+    "check_tokens_per_group",
+    "groups_expected",
+    "groups_within",
+    "positive_int",
+]
 
 # Exact below this variance of successes near the answer; above, the Cornish-Fisher
 # expansion (skewness at most 2 / sqrt(64) = 0.25) is accurate to a fraction of a group.
@@ -224,3 +236,46 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
     if small and math.log(remaining) - math.log(rate) < _LOG_FLOAT_ROOM:
         return _exact(remaining, rate, confidence)
     return _approximate(remaining, rate, confidence)
+
+
+def positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
+    """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        msg = f"'{name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    if value < (0 if allow_zero else 1):
+        msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
+        raise ValueError(msg)
+    return int(value)
+
+
+def check_tokens_per_group(value: object) -> None:
+    if value is None:
+        return
+    if not is_real(value):
+        msg = f"'estimated_tokens_per_group' must be a real number (got {describe(value)})"
+        raise TypeError(msg)
+    # An int beyond the float range is a usable (if absurd) bound: the cap arithmetic is exact.
+    number: float = value  # type: ignore[assignment]  # is_real checked it
+    if not (isinstance(number, numbers.Integral) or is_finite(number)) or not number > 0:
+        msg = f"'estimated_tokens_per_group' must be a finite number > 0 (got {describe(value)})"
+        raise ValueError(msg)
+
+
+def groups_within(budget: int, per_group: float) -> int:
+    """``floor(budget / per_group)`` in exact arithmetic: no overflow and no rounding up."""
+    numerator, denominator = (
+        (int(per_group), 1)
+        if isinstance(per_group, numbers.Integral)
+        else float(per_group).as_integer_ratio()
+    )
+    return budget * denominator // numerator
+
+
+def groups_expected(remaining: int, rate: float) -> int:
+    """``max(remaining, ceil(remaining / rate))``, exact when the float quotient is too large to trust."""
+    quotient = remaining / rate if remaining < 2**53 else math.inf
+    if quotient < 2**53:
+        return max(remaining, math.ceil(quotient))
+    numerator, denominator = rate.as_integer_ratio()
+    return max(remaining, -(-remaining * denominator // numerator))
