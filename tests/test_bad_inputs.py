@@ -6,6 +6,7 @@ import math
 import re
 import tempfile
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -844,7 +845,7 @@ CASES += [
         "stats difference from a later snapshot",
         lambda: AdmissionStats().difference(AdmissionStats.from_dict(_stats_dict(candidates=1, admitted=1))),
         ValueError,
-        "'earlier' is not an earlier snapshot of these counts (a count went down)",
+        "'earlier' is not an earlier snapshot of these counts (a count went down: candidates from 1 to 0)",
     ),
     (
         "stats dict not a mapping",
@@ -1288,6 +1289,7 @@ DATA_PROBLEMS: list[tuple[str, Callable[[], GroupAdmissionDecision], tuple[str, 
         ("non_finite_reward",),
     ),
     ("huge int component", lambda: STD.evaluate({"a": [HUGE, 0]}), ("non_finite_reward",)),
+    ("fraction beyond the float range", lambda: STD.evaluate([Fraction(HUGE, 3), 0]), ("non_finite_reward",)),
     ("huge int batch", lambda: STD.evaluate_batch([[HUGE, 0], [0, 1]]).decision(0), ("non_finite_reward",)),
     (
         "huge int beside None in a batch",

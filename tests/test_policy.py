@@ -315,6 +315,19 @@ def test_evaluate_batch_accepts_torch_tensors() -> None:
     assert from_numpy.reasons() == from_torch.reasons()
 
 
+def test_a_list_of_tensors_and_fractions_are_rewards_too() -> None:
+    torch = pytest.importorskip("torch")
+    from fractions import Fraction
+
+    p = policy(min_reward_std=1e-6)
+    rows = [[0.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
+
+    from_tensors = p.evaluate_batch([torch.tensor(row) for row in rows])
+
+    assert [p.evaluate(row).to_dict() for row in rows] == [d.to_dict() for d in from_tensors]
+    assert p.evaluate([Fraction(1, 2), Fraction(1, 4)]).reward_mean == 0.375
+
+
 def test_torch_rollout_ids_keep_their_integer_dtype() -> None:
     torch = pytest.importorskip("torch")
     big = 2**53  # float64 cannot tell big from big + 1

@@ -291,8 +291,21 @@ class AdmissionStats:
             delta._counts[key] = value - then["counts"][key]
         details = Counter(now["external_details"])
         details.subtract(then["external_details"])
-        if min(delta._counts.values()) < 0 or min(details.values(), default=0) < 0:
-            msg = "'earlier' is not an earlier snapshot of these counts (a count went down)"
+        counts_then, details_then = then["counts"], then["external_details"]
+        went_down = [
+            (key, counts_then[key], value) for key, value in now["counts"].items() if value < counts_then[key]
+        ]
+        went_down += [
+            (f"external_details[{key!r}]", details_then[key], details_then[key] + change)
+            for key, change in details.items()
+            if change < 0
+        ]
+        if went_down:
+            label, before, after = went_down[0]
+            msg = (
+                "'earlier' is not an earlier snapshot of these counts "
+                f"(a count went down: {label} from {before} to {after})"
+            )
             raise ValueError(msg)
         delta._details = +details
         return delta

@@ -9,6 +9,7 @@ non-finite value) are reported back so the policy can reject the group as ``exte
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,6 +101,11 @@ def _scalar(item: object, name: str, index: int | tuple[int, ...], ndim: int = 1
         return float(item)
     if isinstance(item, int):
         return _int_to_float(item)
+    if isinstance(item, numbers.Real):  # Fraction and other registered reals
+        try:
+            return float(item)
+        except OverflowError:
+            return math.inf if int(math.floor(item)) >= 0 else -math.inf
     if is_torch_tensor(item) and getattr(item, "ndim", 1) == 0:
         return _scalar(item.item(), name, index, ndim)  # type: ignore[attr-defined]
     if isinstance(item, (Sequence, np.ndarray)) and not isinstance(item, (str, bytes)):
@@ -279,6 +285,8 @@ def _two_dim(values: Any, name: str) -> tuple[npt.NDArray[np.float64], npt.NDArr
 def _rows_to_array(rows: Sequence[Any], name: str) -> npt.NDArray[Any]:
     if not rows:
         return np.zeros((0, 0))
+    # A list of 1-D tensors is a batch too: each row is what ``evaluate`` takes for a group.
+    rows = [to_numpy(row, name) if is_torch_tensor(row) else row for row in rows]
     lengths = set()
     for row in rows:
         if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
