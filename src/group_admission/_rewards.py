@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -43,14 +43,6 @@ def to_numpy(value: Any, name: str) -> npt.NDArray[Any]:
         msg = f"'{name}' must hold numbers (got a tensor of dtype {value.dtype})"
         raise TypeError(msg)
     return np.asarray(value.detach().cpu().double().numpy())
-
-
-def _int_to_float(value: int) -> float:
-    """An int as a float; beyond the float range, an infinity of its sign (a non-finite reward)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 def _from_array(
@@ -99,13 +91,11 @@ def _from_array(
 def _scalar(item: object, name: str, index: int | tuple[int, ...], ndim: int = 1) -> float:
     if isinstance(item, (float, np.floating, np.integer, np.bool_)):
         return float(item)
-    if isinstance(item, int):
-        return _int_to_float(item)
-    if isinstance(item, numbers.Real):  # Fraction and other registered reals
+    if isinstance(item, numbers.Real):  # int, Fraction and other registered reals
         try:
             return float(item)
-        except OverflowError:
-            return math.inf if int(math.floor(item)) >= 0 else -math.inf
+        except OverflowError:  # beyond the float range: an infinity of its sign, a non-finite reward
+            return math.inf if cast("float", item) > 0 else -math.inf
     if is_torch_tensor(item) and getattr(item, "ndim", 1) == 0:
         return _scalar(item.item(), name, index, ndim)  # type: ignore[attr-defined]
     if isinstance(item, (Sequence, np.ndarray)) and not isinstance(item, (str, bytes)):
