@@ -12,8 +12,11 @@ For a whole group, :func:`pairwise_similarities` computes every pair at once in 
 the texts are tokenised as arrays of code points, tokens of up to 8 Latin-1 characters are
 numbered exactly by their packed bytes (longer tokens by Python's 64-bit string hash, so a
 false match has a probability of about 1e-19 per token pair), n-grams are numbered
-exactly, and the pairwise intersections come from one matrix product. It is tested
-against the plain set-based definition in :func:`ngram_jaccard`.
+exactly, and the pairwise intersections come from one matrix product. An n beyond the
+longest text's token count is the same as that count (every text is one gram of all its
+tokens), and n-grams too wide to pack in an int64 are numbered by doubling, so the cost
+is ``O(tokens * log(n))`` whatever n. It is tested against the plain set-based definition
+in :func:`ngram_jaccard`.
 """
 
 from __future__ import annotations
