@@ -83,10 +83,10 @@ def test_an_n_beyond_the_token_count_matches_the_reference(group: list[str], n: 
 
 
 @pytest.mark.timeout(5)  # a hang guard, not a performance assertion
-@pytest.mark.parametrize("n", [500, 10**9])
+@pytest.mark.parametrize("n", [400, 10**9])
 def test_a_huge_ngram_size_is_bounded_by_the_text(n: int) -> None:
-    words = [f"w{i % 97}" for i in range(2000)]
-    group = [" ".join(words), " ".join(words[:1999]), " ".join(words), " ".join(reversed(words))]
+    words = [f"w{i % 97}" for i in range(1000)]
+    group = [" ".join(words), " ".join(words[:999]), " ".join(words), " ".join(reversed(words))]
     policy = GroupAdmissionPolicy(
         GroupAdmissionConfig(max_mean_pairwise_similarity=0.5, similarity_ngram_size=n)
     )
