@@ -10,6 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -22,6 +23,7 @@ from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionDecision,
     GroupAdmissionPolicy,
+    RejectionReason,
     SamplingBudgetConfig,
     SamplingBudgetController,
     SamplingBudgetState,
@@ -59,6 +61,7 @@ def _torch() -> Any:
 
 
 REJECTED = P(C(min_reward_std=1e-6)).evaluate([1, 1])
+ADMITTED = P().evaluate([0, 1])
 _COUNT_KEYS = (
     "candidates",
     "admitted",
@@ -797,7 +800,25 @@ CASES += [
         CheckpointError,
         "'admitted' (True) contradicts 'reason' ('exact_dead')",
     ),
+    (
+        "decision dict external without a reason",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "external_reasons": ["stale"]}),
+        CheckpointError,
+        "GroupAdmissionDecision dict is contradictory: reason 'exact_dead' with external_reasons ['stale']",
+    ),
+    (
+        "decision dict admitted with a failed check",
+        lambda: GroupAdmissionDecision.from_dict({**ADMITTED.to_dict(), "failed_checks": ["x"]}),
+        CheckpointError,
+        "GroupAdmissionDecision dict is contradictory: an admitted group with failed_checks ['x']",
+    ),
     # AdmissionStats
+    (
+        "stats add a hand-made contradiction",
+        lambda: AdmissionStats().add(attrs.evolve(REJECTED, reason=RejectionReason.REDUNDANT)),
+        ValueError,
+        "'decisions' must hold decisions a policy could take (got reason 'redundant' without the failed",
+    ),
     (
         "stats add junk",
         lambda: AdmissionStats().add(3),  # type: ignore[arg-type]

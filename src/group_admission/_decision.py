@@ -82,6 +82,20 @@ class GroupAdmissionDecision:
         """Whether the redundancy check failed, whatever the primary reason."""
         return CHECK_SIMILARITY in self.failed_checks
 
+    def _contradiction(self) -> str | None:
+        """What makes this decision one that no judgement produces, or ``None``."""
+        reason = self.reason
+        if (reason is RejectionReason.EXTERNAL) != bool(self.external_reasons):
+            external = list(self.external_reasons)
+            return f"reason {self.primary_rejection_reason!r} with external_reasons {external!r}"
+        if reason is None and self.failed_checks:
+            return f"an admitted group with failed_checks {list(self.failed_checks)!r}"
+        if reason in (RejectionReason.EXACT_DEAD, RejectionReason.NEAR_TIE) and not self.reward_rejected:
+            return f"reason {reason.value!r} without a failed reward check"
+        if reason is RejectionReason.REDUNDANT and not self.near_duplicate_rejected:
+            return "reason 'redundant' without the failed similarity check"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """
         Return a plain, JSON-safe dict for logs and traces.
@@ -114,8 +128,9 @@ class GroupAdmissionDecision:
         form of a tuple) becomes a tuple again.
 
         Raises:
-            CheckpointError: a key is missing or unknown, or a value has the wrong type or
-                contradicts another.
+            CheckpointError: a key is missing or unknown, a value has the wrong type, or the
+                record contradicts itself (an external reason without the reason
+                ``external``, an admitted group with failed checks, ...).
         """
         if not isinstance(data, Mapping):
             msg = f"'data' must be a GroupAdmissionDecision dict (got {describe(data)})"
@@ -139,7 +154,7 @@ class GroupAdmissionDecision:
         except TypeError:
             msg = f"'group_key' must be hashable (got {describe(group_key)})"
             raise CheckpointError(msg) from None
-        return cls(
+        decision = cls(
             reason=reason,
             failed_checks=_strings(data, "failed_checks"),
             external_reasons=_strings(data, "external_reasons"),
@@ -153,6 +168,11 @@ class GroupAdmissionDecision:
             max_pairwise_similarity=_real_or_none(data, "max_pairwise_similarity"),
             group_key=group_key,
         )
+        problem = decision._contradiction()
+        if problem:
+            msg = f"GroupAdmissionDecision dict is contradictory: {problem}"
+            raise CheckpointError(msg)
+        return decision
 
 
 _REQUIRED = (

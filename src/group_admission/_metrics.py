@@ -217,6 +217,11 @@ class AdmissionStats:
             if not isinstance(decision, GroupAdmissionDecision):
                 msg = f"'decisions' must hold GroupAdmissionDecision objects (got {describe(decision)})"
                 raise TypeError(msg)
+            problem = decision._contradiction()
+            if problem:
+                # Counted, it would leave counts that from_dict refuses as not conserving.
+                msg = f"'decisions' must hold decisions a policy could take (got {problem})"
+                raise ValueError(msg)
             delta["candidates"] += 1
             if decision.reason is None:
                 if fallback:
