@@ -815,9 +815,10 @@ CASES += [
     # AdmissionStats
     (
         "stats add a hand-made contradiction",
-        lambda: AdmissionStats().add(attrs.evolve(REJECTED, reason=RejectionReason.REDUNDANT)),
+        lambda: AdmissionStats().add(attrs.evolve(REJECTED, reason=RejectionReason.EXTERNAL)),
         ValueError,
-        "'decisions' must hold decisions a policy could take (got reason 'redundant' without the failed",
+        "'decisions' must hold decisions a policy could take "
+        "(got reason 'external' with external_reasons [])",
     ),
     (
         "stats add junk",

@@ -83,17 +83,19 @@ class GroupAdmissionDecision:
         return CHECK_SIMILARITY in self.failed_checks
 
     def _contradiction(self) -> str | None:
-        """What makes this decision one that no judgement produces, or ``None``."""
+        """
+        What makes this decision one that no judgement produces, or ``None``.
+
+        Only what every count relies on: external reasons exactly on ``external``
+        rejections, and no failed check on an admitted group. Hosts may amend a gate
+        rejection with checks of their own.
+        """
         reason = self.reason
         if (reason is RejectionReason.EXTERNAL) != bool(self.external_reasons):
             external = list(self.external_reasons)
             return f"reason {self.primary_rejection_reason!r} with external_reasons {external!r}"
         if reason is None and self.failed_checks:
             return f"an admitted group with failed_checks {list(self.failed_checks)!r}"
-        if reason in (RejectionReason.EXACT_DEAD, RejectionReason.NEAR_TIE) and not self.reward_rejected:
-            return f"reason {reason.value!r} without a failed reward check"
-        if reason is RejectionReason.REDUNDANT and not self.near_duplicate_rejected:
-            return "reason 'redundant' without the failed similarity check"
         return None
 
     def to_dict(self) -> dict[str, Any]:
