@@ -8,7 +8,7 @@ test: run it on an otherwise idle machine with
 
 and it writes benchmarks/results/load_test.json. Each phase runs twice: once timed, once
 under ``tracemalloc`` for the peak of Python allocations (numpy's included), which slows it.
-``ru_maxrss`` is the process's peak resident set after the phase.
+``ru_maxrss`` is the process's peak resident set after the phase's timed run.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import resource
 import sys
@@ -148,15 +149,23 @@ def peak_rss_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
-def measured(phase: Callable[[int], dict[str, Any]], size: int) -> dict[str, Any]:
-    """Run a phase timed, then again under tracemalloc for its allocation peak."""
-    figures = phase(size)
-    figures["peak_rss_mb_after"] = peak_rss_mb()
-    tracemalloc.start()
-    phase(size)
-    figures["tracemalloc_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return figures
+def measured(phases: dict[str, tuple[Callable[[int], dict[str, Any]], int]]) -> dict[str, Any]:
+    """
+    Run every phase timed, then every phase again under tracemalloc for its allocation peak.
+
+    The timed runs come first so that tracemalloc's own bookkeeping never inflates the
+    resident-set figures (``ru_maxrss`` only grows).
+    """
+    results: dict[str, Any] = {}
+    for name, (phase, size) in phases.items():
+        results[name] = phase(size)
+        results[name]["peak_rss_mb_after"] = peak_rss_mb()
+    for name, (phase, size) in phases.items():
+        tracemalloc.start()
+        phase(size)
+        results[name]["tracemalloc_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return results
 
 
 def main() -> None:
@@ -166,15 +175,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200_000, help="evaluate calls from 8 threads")
     args = parser.parse_args()
 
-    results = {
-        "evaluate_batch": measured(batch_phase, args.groups),
-        "threads_into_admission_stats": measured(stats_phase, args.calls),
-        "threads_into_admission_session": measured(session_phase, args.calls),
+    load_before = os.getloadavg()[0]
+    results = measured(
+        {
+            "evaluate_batch": (batch_phase, args.groups),
+            "threads_into_admission_stats": (stats_phase, args.calls),
+            "threads_into_admission_session": (session_phase, args.calls),
+        }
+    )
+    results |= {
         "counts_exact": True,
         "machine": {
             "python": platform.python_version(),
             "processor": platform.machine(),
             "numpy": np.__version__,
+            "cpus": os.cpu_count(),
+            "load_average_1m_before": load_before,
         },
     }
     header = ("phase", "size", "seconds", "per second", "tracemalloc MB", "max RSS MB")
