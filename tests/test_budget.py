@@ -644,3 +644,14 @@ def test_numpy_integers_are_counts_and_stay_plain_ints() -> None:
     assert json.loads(json.dumps(plan.to_dict())) == plan.to_dict()
     assert {int} == {type(v) for k, v in state.to_dict().items() if k != "effective_rate_ema"}
     assert binomial_groups_needed(np.int64(3), np.float32(0.5), 0.9) == binomial_groups_needed(3, 0.5, 0.9)
+
+
+@pytest.mark.parametrize("remaining", [70, 150, 400, 1500])
+@pytest.mark.parametrize("rate", [0.02, 0.05, 0.3, 0.5, 0.8])
+def test_large_targets_stay_close_to_the_exact_smallest_n(remaining: int, rate: float) -> None:
+    from group_admission._planning import _exact
+
+    for confidence in (0.01, 0.5, 0.9, 0.999999):
+        exact = _exact(remaining, rate, confidence)
+
+        assert abs(binomial_groups_needed(remaining, rate, confidence) - exact) <= 1

@@ -12,9 +12,10 @@ large the target. The answer is exact while the binomial's spread near it is sma
 evaluation sums pmf terms outward from the boundary and stops once they are negligible, a
 few hundred terms at most. Beyond that, it is the Cornish-Fisher expansion of the negative
 binomial quantile (the number of trials until ``remaining`` successes), which costs the
-same for any size and is within a few groups of the exact answer there. Only an absurdly
-small rate (``remaining / rate`` beyond ``2**900``, where no cap leaves room anyway) takes
-the approximation with a small target.
+same for any size and was never more than one group off the exact answer on a grid of
+targets up to 3,000 and rates from 0.02. Only an absurdly small rate (``remaining / rate``
+beyond ``2**900``, where no cap leaves room anyway) takes the approximation with a small
+target.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
     The smallest ``n`` with ``P[Binomial(n, rate) >= remaining] >= confidence``.
 
     Exact while ``remaining * (1 - rate) <= 64``; beyond, the Cornish-Fisher approximation
-    of the negative binomial quantile, which is within a few groups of the exact answer.
+    of the negative binomial quantile, within about a group of the exact answer.
     Either way it takes microseconds, whatever the arguments.
 
     Raises:
