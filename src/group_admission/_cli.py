@@ -1,5 +1,5 @@
 """
-The ``group-admission`` command: ``simulate`` strategies and ``explain`` a config.
+The ``group-admission`` command: ``simulate``, ``simulate-pool`` and ``explain`` a config.
 
 A mistake in the user's settings (a config file that cannot be read, bad YAML, an unknown
 key, a value out of range, an output path that cannot be written) ends the command with
@@ -33,6 +33,8 @@ from ._cli_flags import (
     read_config,
     user_input,
 )
+from ._cli_pool import COMMAND as POOL_COMMAND
+from ._cli_pool import add_pool_command, run_pool_command
 from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
 from ._explain import explain_budget, explain_policy
@@ -113,6 +115,7 @@ def _build_parser() -> argparse.ArgumentParser:
     output.add_argument("--csv", metavar="PATH", help="also write one CSV row per strategy")
     output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     output.add_argument("--plot", metavar="PATH", help="also write a PNG plot (needs matplotlib)")
+    add_pool_command(commands)
     explain = commands.add_parser(
         "explain",
         help="validate a policy/budget config and say what each gate and cap will do",
@@ -239,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _simulate(args) if args.command == "simulate" else _explain(args)
+        commands = {"simulate": _simulate, POOL_COMMAND: run_pool_command, "explain": _explain}
+        return commands[args.command](args)
     except ConfigurationError as exc:
         print(f"{PROG} {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
