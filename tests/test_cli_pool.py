@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -30,14 +31,13 @@ def pool_flags() -> set[str]:
     return {flag for action in parser._actions for flag in action.option_strings}
 
 
-def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> dict[str, object]:
+def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> Any:
     path = tmp_path / "pool.json"
     code = main([*TINY, *argv, "--json", str(path)])
     out = capsys.readouterr().out
     assert 0 == code
     assert f"wrote {path}" in out
-    data: dict[str, object] = json.loads(path.read_text())
-    return data
+    return json.loads(path.read_text())
 
 
 def test_a_tiny_run_prints_the_table_of_every_default_strategy() -> None:
@@ -51,7 +51,9 @@ def test_a_tiny_run_prints_the_table_of_every_default_strategy() -> None:
     assert [line.split()[0] for line in lines[2:]] == ["controller", "greso", "history", "oracle_skip"]
 
 
-def test_the_table_and_json_are_simulate_pools_own(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_the_table_and_json_are_simulate_pools_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     data = run_json(capsys, tmp_path, "--strategies", "controller,greso")
     expected = simulate_pool(
         PromptPoolConfig(size=48, target_groups=4, group_size=4, steps=6),
@@ -64,7 +66,7 @@ def test_the_history_section_reaches_the_history_strategies_only(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     data = run_json(capsys, tmp_path, "--skip-below", "0.3", "--prior", "1,3", "--history-seed", "5")
-    specs = {spec["name"]: spec for spec in data["strategies"]}  # type: ignore[attr-defined]
+    specs = {spec["name"]: spec for spec in data["strategies"]}
 
     assert specs["history"]["history"] == {"skip_below": 0.3, "prior": [1.0, 3.0], "seed": 5}
     assert specs["greso"]["history"] == {"skip_below": 0.3, "prior": [1.0, 3.0], "seed": 5, "mode": "greso"}
@@ -84,12 +86,13 @@ def test_a_config_file_and_flags_win(capsys: pytest.CaptureFixture[str], tmp_pat
     )
     data = run_json(capsys, tmp_path, "--config", str(config))
 
-    assert data["config"]["steps"] == 6 and data["config"]["logit_std"] == 2.0  # type: ignore[index]
-    controller, mine = data["strategies"]  # type: ignore[misc]
+    assert data["config"]["steps"] == 6
+    assert data["config"]["logit_std"] == 2.0
+    controller, mine = data["strategies"]
     assert controller["budget"]["max_extra_groups"] == 12
     assert mine["budget"]["max_extra_groups"] == 4  # its own budget wins over the section
     assert mine["history"] == {"half_life": 50, "skip_below": 0.5}
-    assert [r["name"] for r in data["results"]] == ["controller", "mine"]  # type: ignore[attr-defined]
+    assert [r["name"] for r in data["results"]] == ["controller", "mine"]
 
 
 @pytest.mark.parametrize(
@@ -105,7 +108,8 @@ def test_every_field_has_a_flag(cls: type, skip: tuple[str, ...], renamed: dict[
         renamed.get(f.name, "--" + f.name.replace("_", "-")) for f in attrs.fields(cls) if f.name not in skip
     }
     assert wanted <= pool_flags()
-    assert {"--mean-tokens", "--tokens-cv", "--min-reward-std", "--max-extra-groups", "--json"} <= pool_flags()
+    shared = {"--mean-tokens", "--tokens-cv", "--min-reward-std", "--max-extra-groups", "--json"}
+    assert shared <= pool_flags()
 
 
 #: (argv after TINY, config file text or None, the message); every row exits 2 with one line.
