@@ -117,7 +117,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         first, ids = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
         session.begin_step(groups)
-        verdict = self._judge(first, ids)
+        verdict = self._judge_round(first, ids)
         rounds, filled = [first], verdict.keep.copy()
         slots = [(0, group) for group in range(groups)]
         plan = session.plan(num_generations=size)
@@ -126,7 +126,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             if not fresh:  # the history skipped a whole pass of the dataset
                 break
             extra, ids = self._generate_round(fresh)
-            _fill_slots(slots, filled, self._judge(extra, ids).keep, len(rounds))
+            _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
             rounds.append(extra)
             plan = session.plan(num_generations=size)
         report = session.end_step()
@@ -170,7 +170,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             raise RuntimeError(msg)
         return self._captured
 
-    def _judge(self, output: dict[str, Any], ids: list[PromptId] | None) -> BatchAdmissionVerdict:
+    def _judge(self, output: dict[str, Any]) -> BatchAdmissionVerdict:
         rewards, completions = self._captured_round()
         self._captured = None
         config = self.admission_session.policy.config
@@ -178,7 +178,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if config.similarity_gate_enabled:
             flat = [_completion_text(c) for c in gather_object(list(completions))]
             texts = [flat[i : i + self.num_generations] for i in range(0, len(flat), self.num_generations)]
-        verdict = self.admission_session.judge_batch(
+        return self.admission_session.judge_batch(
             session_rewards(
                 rewards,
                 list(self.reward_func_names),
@@ -189,6 +189,10 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             texts,
             generated_tokens=int(output["num_items_in_batch"].item()),
         )
+
+    def _judge_round(self, output: dict[str, Any], ids: list[PromptId] | None) -> BatchAdmissionVerdict:
+        """Judge a round, and record its groups into the prompt history (when there is one)."""
+        verdict = self._judge(output)
         if self.prompt_history is not None and ids is not None:
             self.prompt_history.observe_batch(ids, verdict.result, step=self.admission_session.step)
         return verdict
