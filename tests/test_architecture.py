@@ -78,8 +78,12 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_the_core_imports_no_adapter_simulator_or_exporter() -> None:
     graph = _imports()
     outer = ("group_admission.adapters", "group_admission.simulation", "group_admission.prometheus")
-    # The CLI is the outermost layer: it drives the simulator.
-    core = [m for m in graph if m.count(".") == 1 and not m.startswith(outer) and m != "group_admission._cli"]
+    # The CLI (_cli and its _cli_* modules) is the outermost layer: it drives the simulator.
+    core = [
+        m
+        for m in graph
+        if m.count(".") == 1 and not m.startswith(outer) and not m.startswith("group_admission._cli")
+    ]
     assert core
     for module in core:
         assert not [name for name in graph[module] if name.startswith(outer)], module

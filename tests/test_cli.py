@@ -41,7 +41,7 @@ class TestHelp:
     @pytest.mark.parametrize(
         ("argv", "expected"),
         [
-            (["--help"], ["simulate", "explain"]),
+            (["--help"], ["simulate", "simulate-pool", "explain"]),
             (
                 ["simulate", "--help"],
                 ["--config", "--strategies", "--csv", "--json", "--plot", "--max-extra-groups"],
@@ -172,9 +172,9 @@ class TestFlags:
     ]
 
     @staticmethod
-    def simulate_flags() -> set[str]:
+    def simulate_flags(command: str = "simulate") -> set[str]:
         commands = next(a for a in _build_parser()._actions if a.dest == "command")
-        parser = commands.choices["simulate"]  # type: ignore[index]
+        parser = commands.choices[command]  # type: ignore[index]
         return {flag for action in parser._actions for flag in action.option_strings}
 
     @pytest.mark.parametrize(("cls", "renamed"), SECTIONS, ids=[c.__name__ for c, _ in SECTIONS])
@@ -186,7 +186,7 @@ class TestFlags:
         text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
         documented = set(re.findall(r"(--[a-z][a-z-]+)", text)) - {"--help", "--version"}
         assert {"--tokens-cv", "--gate-on", "--tasks", "--strategies", "--plot"} <= documented
-        assert documented <= self.simulate_flags()
+        assert documented <= self.simulate_flags() | self.simulate_flags("simulate-pool")
 
 
 class TestExplain:

@@ -199,7 +199,8 @@ def default_pool_strategies() -> tuple[PoolStrategy, ...]:
     )
 
 
-def _as_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, ...]:
+def as_pool_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, ...]:
+    """Strategy objects from objects, kind names or mappings (``None``: the defaults), names unique."""
     if strategies is None:
         return default_pool_strategies()
     if isinstance(strategies, (str, Mapping)) or not isinstance(strategies, Iterable):
@@ -251,7 +252,7 @@ def simulate_pool(
     if policy is None:
         policy = GroupAdmissionConfig(min_reward_std=1e-6)
     judge = policy if isinstance(policy, GroupAdmissionPolicy) else GroupAdmissionPolicy(policy)
-    chosen = _as_strategies(strategies)
+    chosen = as_pool_strategies(strategies)
     for strategy in chosen:
         strategy.check(config)
     pool = PromptPool(config)

@@ -9,7 +9,7 @@ shape TRL expects. Rounds are padded to one width before rows are picked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -56,17 +56,31 @@ class PromptStream:
         order: list[int] = torch.randperm(len(self._dataset), generator=generator).tolist()
         return order
 
-    def draw(self, groups: int, num_generations: int) -> list[dict[str, Any]]:
-        """``groups`` prompt rows, each repeated ``num_generations`` times (TRL's layout)."""
-        rows: list[dict[str, Any]] = []
-        for _ in range(groups):
+    def draw(
+        self, groups: int, num_generations: int, keep: Callable[[list[int]], set[int]] | None = None
+    ) -> list[dict[str, Any]]:
+        """
+        Up to ``groups`` prompt rows, each repeated ``num_generations`` times (TRL's layout).
+
+        ``keep`` (a prompt history's pick) says which of the next candidate indices to
+        use; the others are used up, as skipped prompts are for the epoch. A draw looks at
+        no more than one pass over the dataset, so it returns fewer rows (or none) when
+        ``keep`` refuses nearly everything.
+        """
+        indices: list[int] = []
+        looked = 0
+        while len(indices) < groups and (keep is None or looked < len(self._order)):
             if self.position == len(self._order):
                 self.epoch, self.position = self.epoch + 1, 0
                 self._order = self._permutation()
-            row = self._dataset[self._order[self.position]]
-            self.position += 1
-            rows.extend(dict(row) for _ in range(num_generations))
-        return rows
+            end = min(len(self._order), self.position + groups - len(indices))
+            candidates = self._order[self.position : end]
+            kept = set(candidates) if keep is None else keep(candidates)
+            indices += [index for index in candidates if index in kept]
+            looked += len(candidates)
+            self.position = end
+        rows = [self._dataset[index] for index in indices]
+        return [dict(row) for row in rows for _ in range(num_generations)]
 
     def state_dict(self) -> dict[str, int]:
         """The stream's position (JSON-safe)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,9 +14,13 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 
 from ..._budget import ResamplePlan, SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
+from ..._exceptions import CheckpointError
+from ..._history import PromptHistory, PromptId
+from ..._history_config import PromptHistoryConfig
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
+from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
@@ -53,12 +57,21 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         *args: Any,
         admission: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
         budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
+        prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | None = None,
+        prompt_id: str | Callable[[Mapping[str, Any]], PromptId] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.admission_session = AdmissionSession(admission, budget=budget, host="trl")
         self._check_gate_on(self.admission_session.policy.config.gate_on)
         self._admission_prompts: PromptStream | None = None
+        self.prompt_history: PromptHistory | None = None
+        self._prompt_ids: PromptIds | None = None
+        if prompt_history is not None:
+            self.prompt_history = as_prompt_history(prompt_history, self.num_generations)
+            self._prompt_ids = PromptIds(prompt_id)
+            dataset: Any = self.train_dataset  # type: ignore[has-type]  # set by TRL, not followed
+            self.train_dataset = self._prompt_ids.prepare(dataset)
         if budget is not None:
             if self.accelerator.num_processes > 1:
                 msg = (
@@ -101,16 +114,19 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             evaluated: dict[str, Any] = super()._generate_and_score_completions(inputs)
             return evaluated
         session, size = self.admission_session, self.num_generations
-        first = self._generate_round(inputs)
+        first, ids = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
         session.begin_step(groups)
-        verdict = self._judge(first)
+        verdict = self._judge_round(first, ids)
         rounds, filled = [first], verdict.keep.copy()
         slots = [(0, group) for group in range(groups)]
         plan = session.plan(num_generations=size)
         while plan.extra_groups > 0 and self._admission_prompts is not None:
-            extra = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
-            _fill_slots(slots, filled, self._judge(extra).keep, len(rounds))
+            fresh = self._admission_prompts.draw(plan.extra_groups, size, self._history_keep())
+            if not fresh:  # the history skipped a whole pass of the dataset
+                break
+            extra, ids = self._generate_round(fresh)
+            _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
             rounds.append(extra)
             plan = session.plan(num_generations=size)
         report = session.end_step()
@@ -119,14 +135,34 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         self.last_step_report = report
         return self._mask(output, filled)
 
-    def _generate_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def _generate_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[PromptId] | None]:
+        """TRL's generation and scoring of ``inputs``, and the prompt id of each (global) group."""
+        ids = None
+        if self._prompt_ids is not None:
+            rows: list[PromptId] = gather_object([self._prompt_ids.of_row(row) for row in inputs])
+            ids = rows[:: self.num_generations]
+            inputs = self._prompt_ids.strip(inputs)
         output: dict[str, Any] = super()._generate_and_score_completions(inputs)
         rewards, _ = self._captured_round()
         trained = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
         trained[torch.isnan(rewards).all(dim=1)] = torch.nan
         # TRL's value reads 0 or 1 for the whole batch under scale_rewards="batch".
         self._metrics["train"]["frac_reward_zero_std"][-1] = zero_std_fraction(trained, self.num_generations)
-        return output
+        return output, ids
+
+    def _history_keep(self) -> Callable[[list[int]], set[int]] | None:
+        """The prompt history's pick over train-dataset indices (``None`` without a history)."""
+        history, names = self.prompt_history, self._prompt_ids
+        if history is None or names is None:
+            return None
+        step, dataset = self.admission_session.step, self.train_dataset
+
+        def keep(indices: list[int]) -> set[int]:
+            ids = [names.of_row(dataset[index]) for index in indices]
+            picked = set(history.pick(ids, step=step).picked)
+            return {index for index, prompt in zip(indices, ids, strict=True) if prompt in picked}
+
+        return keep
 
     def _captured_round(self) -> tuple[torch.Tensor, list[Any]]:
         if self._captured is None:
@@ -153,6 +189,13 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             texts,
             generated_tokens=int(output["num_items_in_batch"].item()),
         )
+
+    def _judge_round(self, output: dict[str, Any], ids: list[PromptId] | None) -> BatchAdmissionVerdict:
+        """Judge a round, and record its groups into the prompt history (when there is one)."""
+        verdict = self._judge(output)
+        if self.prompt_history is not None and ids is not None:
+            self.prompt_history.observe_batch(ids, verdict.result, step=self.admission_session.step)
+        return verdict
 
     def _merge(self, rounds: Sequence[dict[str, Any]], slots: Sequence[tuple[int, int]]) -> dict[str, Any]:
         size = self.num_generations
@@ -202,6 +245,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         state = {"session": self.admission_session.state_dict()}
         if self._admission_prompts is not None:
             state["prompts"] = self._admission_prompts.state_dict()
+        if self.prompt_history is not None:
+            state["prompt_history"] = self.prompt_history.to_dict()
         with open(os.path.join(folder, STATE_FILE), "w", encoding="utf-8") as handle:
             json.dump(state, handle)
 
@@ -215,6 +260,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         self.admission_session.load_state_dict(state["session"])
         if self._admission_prompts is not None and "prompts" in state:
             self._admission_prompts.load_state_dict(state["prompts"])
+        if self.prompt_history is not None and "prompt_history" in state:
+            self.prompt_history = _restored_history(state["prompt_history"], self.prompt_history.config)
 
 
 class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  # TRL is not followed by mypy
@@ -231,13 +278,33 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
             a generation batch short of admitted groups is topped up with groups of fresh
             prompts, generated with the same weights, within the budget's hard caps
             (one process only). ``None``: admission masks rejected groups only.
+        prompt_history: A :class:`PromptHistory`, a :class:`PromptHistoryConfig` or a
+            mapping of its fields (``group_size`` defaults to ``num_generations``). Every
+            judged group is observed into it (``trainer.prompt_history``), and the fresh
+            prompts of resampling rounds skip the prompts it marks likely-dead, with its
+            exploration floor. ``None`` (default): off.
+        prompt_id: How a train row names its prompt for the history: a column name, a
+            callable ``row -> str | int``, or ``None`` for the row's index in the train
+            dataset (needs a ``datasets.Dataset``).
 
     A rejected group trains on nothing: zero advantage, masked out of the policy loss, KL
     and entropy terms, and out of the loss normaliser. Metrics appear in TRL's logs under
-    ``group_admission/``; the statistics and budget state are saved with each checkpoint.
+    ``group_admission/``; the statistics, budget state and prompt history are saved with each
+    checkpoint.
 
     .. versionadded:: 0.2.0
     """
+
+
+def _restored_history(state: Mapping[str, Any], config: PromptHistoryConfig) -> PromptHistory:
+    """The checkpoint's history, refused when it was saved under another config."""
+    history = PromptHistory.from_dict(state)
+    if history.config != config:
+        msg = (
+            f"the checkpoint's prompt history was saved with {history.config!r}, not the trainer's {config!r}"
+        )
+        raise CheckpointError(msg)
+    return history
 
 
 def _fill_slots(

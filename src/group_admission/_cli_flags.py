@@ -1,0 +1,236 @@
+"""
+The settings flags of the ``group-admission`` subcommands, generated from config classes' fields.
+
+A subcommand lists its sections (a path in the settings mapping and the config classes
+whose fields are its flags); every field gets a flag with its type, choices and the first
+sentence of its documentation, so a new field needs no change here. A config file and
+the flags build one settings mapping; flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import os
+import re
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import NoneType, UnionType
+from typing import Any, NoReturn, TextIO
+
+import attrs
+
+from ._exceptions import ConfigurationError
+from ._loading import load_yaml_mapping
+from ._validation import describe
+
+__all__ = [
+    "Parser",
+    "Section",
+    "add_section_flags",
+    "apply_flags",
+    "cannot_access",
+    "names",
+    "one_line",
+    "output_file",
+    "read_config",
+    "user_input",
+]
+
+
+@attrs.frozen
+class Section:
+    """One section of the settings, and the config classes whose fields are its flags."""
+
+    path: tuple[str, ...]
+    classes: tuple[type, ...]
+    title: str
+    skip: tuple[str, ...] = ()
+    #: Flag names for fields whose name alone would be ambiguous on the command line.
+    rename: Mapping[str, str] = attrs.field(factory=dict)
+    #: A flag that chooses the section's ``kind`` among ``kinds`` (e.g. ``--tasks``).
+    kind_flag: str = ""
+    kinds: tuple[str, ...] = ()
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _field_help(cls: type) -> dict[str, str]:
+    """The first sentence of each field's entry under ``Args:`` in the class docstring."""
+    helps: dict[str, str] = {}
+    name, in_args = "", False
+    for line in (inspect.getdoc(cls) or "").splitlines():
+        if line.strip() == "Args:":
+            in_args = True
+        elif in_args and line and not line.startswith(" "):
+            break
+        elif in_args and (entry := re.match(r"^    (\w+): (.*)$", line)):
+            name, helps[entry[1]] = entry[1], entry[2]
+        elif in_args and name and line.startswith("        "):
+            helps[name] += " " + line.strip()
+    plain = {key: re.sub(r":\w+:`~?([^`]*)`|``|\*\*", r"\1", text) for key, text in helps.items()}
+    return {key: re.split(r"(?<=\.)\s", text, maxsplit=1)[0] for key, text in plain.items()}
+
+
+def names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def numbers(text: str) -> list[float]:
+    """Comma-separated numbers (a pair such as ``prior``); argparse reports what does not parse."""
+    return [float(item) for item in names(text)]
+
+
+@attrs.frozen
+class _FlagKind:
+    """How a flag reads a field: its parser, choices, metavar and a note for the help."""
+
+    parse: Callable[[str], Any]
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    note: str = ""
+
+
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse_optional(text: str) -> Any:
+        return None if text.strip().lower() in ("none", "null") else parse(text)
+
+    parse_optional.__name__ = getattr(parse, "__name__", "value")  # argparse names it in errors
+    return parse_optional
+
+
+def _flag_kind(hint: Any) -> _FlagKind:
+    """How a flag reads a field of type ``hint``."""
+    # Only the field types the config classes use; a new kind of field fails loudly here.
+    arguments = typing.get_args(hint)
+    union = typing.get_origin(hint) is typing.Union or isinstance(hint, UnionType)
+    optional = union and NoneType in arguments
+    base = next(arg for arg in arguments if arg is not NoneType) if optional else hint
+    if typing.get_origin(base) is typing.Literal:
+        kind = _FlagKind(str, choices=tuple(typing.get_args(base)))
+    elif typing.get_origin(base) is tuple and float in typing.get_args(base):
+        kind = _FlagKind(numbers, metavar="X,Y", note="; comma-separated")
+    elif typing.get_origin(base) is tuple:
+        kind = _FlagKind(names, metavar="NAMES", note="; comma-separated")
+    elif base in (int, float, str):
+        # 10**400 parses; the config's own validator refuses what is out of range.
+        kind = _FlagKind(base, metavar={int: "N", float: "X", str: "TEXT"}[base])
+    else:
+        msg = f"no command-line flag for a field of type {hint!r}"
+        raise TypeError(msg)
+    if optional:
+        return attrs.evolve(kind, parse=_optional(kind.parse), note=kind.note + "; 'none' unsets it")
+    return kind
+
+
+def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: set[str]) -> None:
+    group = parser.add_argument_group(section.title)
+    if section.kind_flag:
+        group.add_argument(
+            section.kind_flag,
+            dest=".".join((*section.path, "kind")),
+            choices=section.kinds,
+            default=argparse.SUPPRESS,
+            help="the kind",
+        )
+    for cls in section.classes:
+        hints = typing.get_type_hints(cls, globalns=cls.to_dict.__globals__)  # type: ignore[attr-defined]
+        helps = _field_help(cls)
+        for field in attrs.fields(cls):
+            flag = "--" + section.rename.get(field.name, field.name.replace("_", "-"))
+            if field.name in section.skip or flag in seen:
+                continue
+            seen.add(flag)
+            kind = _flag_kind(hints[field.name])
+            group.add_argument(
+                flag,
+                dest=".".join((*section.path, field.name)),
+                type=kind.parse,
+                choices=kind.choices,
+                default=argparse.SUPPRESS,
+                metavar=kind.metavar,
+                help=helps.get(field.name, field.name).rstrip(".") + kind.note,
+            )
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def user_input() -> Iterator[None]:
+    """Report an argument error raised while the settings are built as the user's mistake."""
+    try:
+        yield
+    except ConfigurationError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+def cannot_access(path: str, exc: OSError) -> ConfigurationError:
+    return ConfigurationError(f"cannot access '{os.fspath(path)}': {exc.strerror or exc}")
+
+
+def read_config(path: str | None, sections: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+    """
+    The file's sections (absent or empty ones as empty mappings) and the keys present.
+
+    Every section but ``strategies`` (a list) must be a mapping.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = dict(load_yaml_mapping(path))
+        except OSError as exc:
+            raise cannot_access(path, exc) from exc
+        except ImportError as exc:  # PyYAML missing: the message names the pip line
+            raise ConfigurationError(str(exc)) from exc
+    present = {str(key) for key in data}
+    unknown = sorted(str(key) for key in data if key not in sections)
+    if unknown:
+        msg = f"unknown section(s) {unknown} in '{path}' (known: {', '.join(sections)})"
+        raise ConfigurationError(msg)
+    for key in (section for section in sections if section != "strategies"):
+        if data.get(key) is None:
+            data[key] = {}
+        elif not isinstance(data[key], Mapping):
+            msg = f"'{key}' in '{path}' must be a mapping (got {describe(data[key])})"
+            raise ConfigurationError(msg)
+        else:
+            data[key] = dict(data[key])
+    return data, present
+
+
+def apply_flags(data: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write every settings flag given into its section of ``data`` (flags win over the file)."""
+    for dest, value in sorted(vars(args).items()):
+        if "." not in dest:
+            continue
+        *path, name = dest.split(".")
+        node = data
+        for depth, key in enumerate(path):
+            child = node.get(key)
+            if child is None:
+                child = {}
+            elif not isinstance(child, Mapping):
+                where = ".".join(path[: depth + 1])
+                msg = f"'{where}' must be a mapping (got {describe(child)})"
+                raise ConfigurationError(msg)
+            node[key] = node = dict(child)
+        node[name] = value
+
+
+@contextlib.contextmanager
+def output_file(path: str) -> Iterator[TextIO]:
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise cannot_access(path, exc) from exc

@@ -1,0 +1,163 @@
+"""
+``group-admission simulate-pool``: prompt-pool strategies side by side on one drifting pool.
+
+The command runs :func:`~group_admission.simulation.simulate_pool`: the round controller
+alone, a :class:`PromptHistory` that skips likely-dead prompts (in its posterior mode or
+GRESO's), and the oracle bound. Its flags are generated from :class:`PromptPoolConfig`,
+:class:`ResponseLengthModel`, :class:`GroupAdmissionConfig`, :class:`SamplingBudgetConfig`
+and :class:`PromptHistoryConfig`, as ``simulate``'s are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._budget import SamplingBudgetConfig
+from ._cli_flags import (
+    Section,
+    add_section_flags,
+    apply_flags,
+    names,
+    output_file,
+    read_config,
+    user_input,
+)
+from ._config import GroupAdmissionConfig
+from ._exceptions import ConfigurationError
+from ._history_config import PromptHistoryConfig
+from ._validation import describe
+from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
+from .simulation._planning_strategies import PoolStrategy
+from .simulation._pool_simulate import POOL_STRATEGY_KINDS, as_pool_strategies
+
+__all__ = ["COMMAND", "POOL_SECTIONS", "add_pool_command", "run_pool_command"]
+
+COMMAND = "simulate-pool"
+#: The top-level keys a ``simulate-pool`` config file may hold.
+POOL_SECTIONS = ("pool", "policy", "budget", "history", "strategies")
+#: The kinds the command accepts: the pool strategies', and ``greso`` (the history in GRESO's mode).
+POOL_KINDS = (*sorted(POOL_STRATEGY_KINDS), "greso")
+#: The strategies run without a 'strategies' section or ``--strategies``.
+DEFAULT_KINDS = ("controller", "greso", "history", "oracle_skip")
+
+_FLAG_SECTIONS = (
+    Section(("pool",), (PromptPoolConfig,), "pool and run (the 'pool' section)", skip=("lengths",)),
+    Section(
+        ("pool", "lengths"),
+        (ResponseLengthModel,),
+        "response lengths ('pool.lengths')",
+        rename={"cv": "tokens-cv"},
+    ),
+    Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
+    Section(
+        ("budget",),
+        (SamplingBudgetConfig,),
+        "budget of every strategy without its own (the 'budget' section; default: 6 x target "
+        "extra groups, 8 rounds, confidence mode at 0.9)",
+    ),
+    Section(
+        ("history",),
+        (PromptHistoryConfig,),
+        "prompt history of the history and greso strategies (the 'history' section)",
+        skip=("group_size",),
+        rename={"mode": "history-mode", "seed": "history-seed"},
+    ),
+)
+
+
+@attrs.frozen
+class PreparedPool:
+    """Every setting of ``simulate-pool``, checked."""
+
+    config: PromptPoolConfig
+    policy: GroupAdmissionConfig | None
+    strategies: tuple[PoolStrategy, ...]
+
+
+def add_pool_command(commands: Any) -> None:
+    """Add ``simulate-pool`` to the subcommands ``commands`` (an argparse subparsers action)."""
+    command = commands.add_parser(
+        COMMAND,
+        help="simulate prompt skipping (a prompt history, GRESO's rule) on a drifting prompt pool",
+        description=(
+            "Simulate prompt-pool strategies side by side on one finite pool revisited epoch "
+            "after epoch, whose pass rates drift as the model learns, and print, per strategy, "
+            "the final informative rate, generated groups per informative trained group, the "
+            "cost, the prompts skipped and the share of them that would have been informative. "
+            "Settings come from --config (a YAML file with optional 'pool', 'policy', 'budget', "
+            "'history' and 'strategies' sections) and flags; flags win."
+        ),
+    )
+    command.add_argument("--config", metavar="PATH", help="YAML file with the settings")
+    seen: set[str] = set()
+    for section in _FLAG_SECTIONS:
+        add_section_flags(command, section, seen)
+    output = command.add_argument_group("strategies and output")
+    output.add_argument(
+        "--strategies",
+        type=names,
+        default=None,
+        metavar="KINDS",
+        help=f"comma-separated kinds: {', '.join(POOL_KINDS)} "
+        f"(default: the 'strategies' section, else {', '.join(DEFAULT_KINDS)})",
+    )
+    output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+
+
+def _spec(item: object, history: Mapping[str, Any], budget: SamplingBudgetConfig | None) -> object:
+    """A strategy entry with the 'history' and 'budget' sections filled in where it sets none."""
+    if isinstance(item, str):
+        spec: dict[str, Any] = {"kind": item}
+    elif isinstance(item, Mapping):
+        spec = dict(item)
+    else:
+        return item  # refused, with its type, by as_pool_strategies
+    if spec.get("kind") not in POOL_KINDS:
+        msg = f"a pool strategy's kind must be one of {list(POOL_KINDS)} (got {describe(spec.get('kind'))})"
+        raise ValueError(msg)
+    greso = spec.get("kind") == "greso"
+    if greso or spec.get("kind") == "history":
+        own = spec.get("history", {})
+        if isinstance(own, Mapping):  # anything else is refused by the strategy
+            spec["history"] = {**history, **({"mode": "greso"} if greso else {}), **own}
+        spec["kind"] = "history"
+    if budget is not None and "budget" not in spec:
+        spec["budget"] = budget
+    return spec
+
+
+def _prepare(args: argparse.Namespace) -> PreparedPool:
+    """Every setting of ``simulate-pool``, checked; a mistake raises ``ConfigurationError``."""
+    with user_input():
+        data, _ = read_config(args.config, POOL_SECTIONS)
+        apply_flags(data, args)
+        items = data.get("strategies") if args.strategies is None else args.strategies
+        items = list(DEFAULT_KINDS) if items is None else items
+        if not isinstance(items, list):
+            msg = f"'strategies' must be a list of kinds or mappings (got {describe(items)})"
+            raise ConfigurationError(msg)
+        config = PromptPoolConfig.from_mapping(data["pool"])
+        policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
+        budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
+        strategies = as_pool_strategies([_spec(item, data["history"], budget) for item in items])
+        for strategy in strategies:
+            strategy.check(config)
+    return PreparedPool(config, policy, strategies)
+
+
+def run_pool_command(args: argparse.Namespace) -> int:
+    """Run ``simulate-pool``: print the table, write the JSON if asked."""
+    prepared = _prepare(args)
+    result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
+    print(result.format_table())
+    if args.json is not None:
+        with output_file(args.json) as handle:
+            json.dump(result.to_dict(), handle, indent=2)
+            handle.write("\n")
+        print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,199 @@
+"""``prompt_history=``: the trainer records every judged group and resampling skips likely-dead prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
+
+from group_admission import CheckpointError, GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
+from group_admission._history import prompt_key, uniform_draw
+from group_admission.adapters.trl import STATE_FILE, AdmissionGRPOTrainer
+from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds
+from group_admission.adapters.trl._trainer import _restored_history
+
+GATE = {"min_reward_std": 1e-6, "gate_on": ["accuracy"]}
+BUDGET = {"max_extra_groups": 6, "max_resample_rounds": 3}
+#: The prompts the seeded history has seen all-correct many times: it should skip them.
+SOLVED = frozenset(range(0, 64, 4)) | frozenset(range(1, 64, 4))
+
+
+def seeded_history(seed: int = 0) -> PromptHistory:
+    """A history (G = 4) that saw every prompt of SOLVED all-correct 20 times at step 0."""
+    history = PromptHistory(PromptHistoryConfig(group_size=4, seed=seed))
+    solved = GroupAdmissionPolicy({"min_reward_std": 1e-6}).evaluate([1.0] * 4)
+    for prompt in sorted(SOLVED):
+        for _ in range(20):
+            history.observe(prompt, solved, step=0)
+    return history
+
+
+def make(tiny_model: str, tmp_path: Path, **kwargs: Any) -> Any:
+    config = kwargs.pop("config", {})
+    return AdmissionGRPOTrainer(
+        model=tiny_model,
+        reward_funcs=[accuracy, brevity],
+        args=grpo_config(tmp_path, **config),
+        train_dataset=kwargs.pop("dataset", prompt_dataset()),
+        admission=GATE,
+        **kwargs,
+    )
+
+
+def explored(history: PromptHistory, prompt: int, step: int) -> bool:
+    """Whether the history keeps ``prompt`` at ``step`` (for a skipped prompt: its exploration floor)."""
+    keep = history.estimate(prompt, step=step).keep_probability
+    return uniform_draw(history.config.seed, prompt_key(prompt), step) < keep
+
+
+class TestPromptIds:
+    def test_the_row_index_travels_in_an_added_column_that_trl_never_sees(self) -> None:
+        names = PromptIds(None)
+        dataset = names.prepare(prompt_dataset(6))
+
+        assert [names.of_row(dataset[i]) for i in range(6)] == list(range(6))
+        assert ID_COLUMN not in names.strip([dict(dataset[2])])[0]
+        assert "kind" in names.strip([dict(dataset[2])])[0]
+
+    def test_a_column_or_a_callable_names_the_prompt(self) -> None:
+        row = {"prompt": "Tom has 3 pens.", "kind": "live", "uid": "gsm8k/7"}
+
+        assert PromptIds("uid").of_row(row) == "gsm8k/7"
+        assert PromptIds(lambda r: r["prompt"]).of_row(row) == "Tom has 3 pens."
+        assert PromptIds("uid").strip([row]) == [row]
+
+    @pytest.mark.parametrize(
+        ("prompt_id", "dataset", "error", "message"),
+        [
+            (5, None, TypeError, "'prompt_id' must be a column name, a callable or None (got 5"),
+            ("uid", prompt_dataset(4), ValueError, "'prompt_id' must name a column of the train dataset"),
+            (None, [{"prompt": "x"}], TypeError, "names prompts by their row index, which needs a map-style"),
+        ],
+    )
+    def test_bad_prompt_ids(self, prompt_id: Any, dataset: Any, error: type, message: str) -> None:
+        with pytest.raises(error, match=message.replace("(", r"\(")):
+            PromptIds(prompt_id).prepare(dataset)
+
+    def test_an_id_that_is_neither_str_nor_int_names_the_problem(self) -> None:
+        with pytest.raises(TypeError, match="a prompt id must be a str or an int"):
+            PromptIds("uid").of_row({"uid": 1.5})
+
+
+@pytest.mark.slow
+class TestTrainer:
+    @pytest.mark.parametrize(
+        ("history", "error", "message"),
+        [
+            (3, TypeError, "'prompt_history' must be a PromptHistory, a PromptHistoryConfig or a mapping"),
+            ({"group_size": 8}, ValueError, r"group_size == num_generations \(4\) \(got 8\)"),
+            ({"skip_below": 2}, ValueError, r"'skip_below' must be in \[0, 1\]"),
+        ],
+    )
+    def test_bad_prompt_history(
+        self, tiny_model: str, tmp_path: Path, history: Any, error: type, message: str
+    ) -> None:
+        with pytest.raises(error, match=message):
+            make(tiny_model, tmp_path, budget=BUDGET, prompt_history=history)
+
+    def test_without_prompt_history_nothing_changes(self, tiny_model: str, tmp_path: Path) -> None:
+        trainer = make(tiny_model, tmp_path, budget=BUDGET)
+
+        assert trainer.prompt_history is None
+        assert trainer._history_keep() is None
+        assert trainer.train_dataset.column_names == ["prompt", "kind"]
+
+    def test_the_resampling_stream_skips_solved_prompts_but_at_the_exploration_floor(
+        self, tiny_model: str, tmp_path: Path
+    ) -> None:
+        history = seeded_history()
+        trainer = make(tiny_model, tmp_path, budget=BUDGET, prompt_history=history)
+        for _ in range(2):  # step 1: the evidence of step 0 counts
+            trainer.admission_session.begin_step(2)
+        order = list(trainer._admission_prompts._order)
+
+        rows = trainer._admission_prompts.draw(64, 4, trainer._history_keep())
+
+        drawn = [row[ID_COLUMN] for row in rows[::4]]
+        expected = [p for p in order if p not in SOLVED or explored(history, p, step=1)]
+        assert drawn == expected
+        floor = [p for p in drawn if p in SOLVED]
+        assert 0 < len(floor) < len(SOLVED) // 4  # a few explored at ~5%, the rest skipped
+        assert all(row[ID_COLUMN] == rows[4 * (i // 4)][ID_COLUMN] for i, row in enumerate(rows))
+
+    def test_training_records_every_group_and_extra_rounds_skip_solved_prompts(
+        self, tiny_model: str, tmp_path: Path
+    ) -> None:
+        history = seeded_history()
+        trainer = make(
+            tiny_model,
+            tmp_path,
+            dataset=prompt_dataset(dead_every=1),  # every group dead: each step resamples to the cap
+            budget=BUDGET,
+            prompt_history=history,
+            config={"max_steps": 3},
+        )
+        stream, draws, judged = trainer._admission_prompts, [], []
+        draw, judge_round = stream.draw, trainer._judge_round
+
+        def spy_draw(groups: int, size: int, keep: Any = None) -> list[dict[str, Any]]:
+            rows = draw(groups, size, keep)
+            draws.append((trainer.admission_session.step, [row[ID_COLUMN] for row in rows[::size]]))
+            return rows
+
+        def spy_judge(output: dict[str, Any], ids: list[int]) -> Any:
+            judged.extend((trainer.admission_session.step, prompt) for prompt in ids)
+            return judge_round(output, ids)
+
+        stream.draw, trainer._judge_round = spy_draw, spy_judge
+        trainer.train()
+
+        later = [(step, prompt) for step, prompts in draws if step >= 1 for prompt in prompts]
+        assert len(later) == 2 * 6  # resampling ran to the cap after the seeded evidence counted
+        # A solved prompt comes back only at the floor, or once the trainer saw it fail (then
+        # its groups are no longer all-correct and the history is right to try it).
+        for step, prompt in later:
+            seen_failing = any(s < step and p == prompt for s, p in judged)
+            floor = uniform_draw(history.config.seed, prompt_key(prompt), step) < history.config.exploration
+            assert prompt not in SOLVED or seen_failing or floor, (step, prompt)
+        groups = sum(history.estimate(p, step=99).groups for p in range(64)) - 20 * len(SOLVED)
+        assert groups == trainer.admission_session.stats.candidates == 3 * (2 + 6)
+
+
+def run(tiny_model: str, out: Path, resume: str | None = None) -> Any:
+    trainer = make(
+        tiny_model,
+        out,
+        budget={"max_extra_groups": 2, "max_resample_rounds": 1},
+        prompt_history={"half_life": 50},
+        config={"max_steps": 4, "save_strategy": "steps", "save_steps": 2},
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+@pytest.mark.slow
+def test_a_checkpoint_restores_the_history_exactly(tiny_model: str, tmp_path: Path) -> None:
+    original = run(tiny_model, tmp_path / "a")
+    checkpoint = tmp_path / "a" / "out" / "checkpoint-2"
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+
+    resumed = run(tiny_model, tmp_path / "b", resume=str(checkpoint))
+
+    at_checkpoint = PromptHistory.from_dict(saved["prompt_history"])
+    groups = sum(at_checkpoint.estimate(p, step=99).groups for p in range(64))
+    assert groups == saved["session"]["stats"]["counts"]["candidates"] >= 4
+    assert original.prompt_history.to_dict() == resumed.prompt_history.to_dict()
+    assert original.prompt_history.pick(list(range(64)), step=4) == resumed.prompt_history.pick(
+        list(range(64)), step=4
+    )
+
+
+def test_a_history_saved_under_another_config_is_refused() -> None:
+    state = seeded_history().to_dict()
+
+    assert _restored_history(state, PromptHistoryConfig(group_size=4)).to_dict() == state
+    with pytest.raises(CheckpointError, match="prompt history was saved with"):
+        _restored_history(state, PromptHistoryConfig(group_size=4, skip_below=0.3))
