@@ -76,6 +76,8 @@ class TrainConfig:
     seed: int = 0
     # sampling
     steps: int = attrs.field(default=200, validator=_positive)
+    # stop once this many samples are generated, or after ``steps``, whichever comes first
+    max_samples: int | None = attrs.field(default=None, validator=_positive)
     batch_size: int = attrs.field(default=8, validator=_positive)
     num_generations: int = attrs.field(default=8, validator=_positive)
     max_new_tokens: int = attrs.field(default=256, validator=_positive)
@@ -111,6 +113,9 @@ class TrainConfig:
     # output
     output_dir: str = "runs/grpo_gsm8k"
     eval_problems: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    eval_dataset: str | None = None  # held-out problems from elsewhere (default: the dataset's eval_split)
+    # also evaluate each time the generated samples pass a multiple of this (an x-axis of cost)
+    eval_every_samples: int | None = attrs.field(default=None, validator=_positive)
     plot: bool = True
     progress: bool = True
     prometheus_port: int | None = None

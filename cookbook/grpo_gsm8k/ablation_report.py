@@ -1,0 +1,179 @@
+"""
+What the ablation shows: per-arm means and spreads over seeds, paired differences from plain
+GRPO, the markdown table, and the plot of held-out accuracy against generated samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["format_table", "summarise_arms", "t_quantile", "write_plot"]
+
+BASELINE = "grpo"
+# Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in the cookbook).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def t_quantile(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        return math.nan
+    if df in _T95:
+        return _T95[df]
+    z = 1.959964  # Cornish-Fisher: within 0.002 of the exact value from 10 degrees of freedom on
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    """Mean, sample std (ddof 1; 0 for one value), min and max."""
+    array = np.asarray(values, dtype=float)
+    std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
+    return {"mean": float(array.mean()), "std": std, "min": float(array.min()), "max": float(array.max())}
+
+
+def _paired(values: Sequence[float]) -> dict[str, float]:
+    """Mean of paired differences with its 95% t interval."""
+    stats = _spread(values)
+    half = t_quantile(len(values) - 1) * stats["std"] / math.sqrt(len(values))
+    return stats | {"ci95_low": stats["mean"] - half, "ci95_high": stats["mean"] + half}
+
+
+def _share(run: Mapping[str, Any], key: str) -> float:
+    return run[key] / run["groups_trained"] if run["groups_trained"] else 0.0
+
+
+def _curve(runs: Sequence[Mapping[str, Any]], every: int) -> list[dict[str, float]]:
+    """Held-out accuracy at each checkpoint (multiples of ``every`` samples), over seeds."""
+    points: dict[int, list[Mapping[str, float]]] = {}
+    for run in runs:
+        for point in run["eval_curve"]:
+            points.setdefault(int(point["samples"]) // every, []).append(point)
+    return [
+        {
+            "checkpoint": k * every,
+            "samples": float(np.mean([p["samples"] for p in found])),
+            "runs": len(found),
+            **{f"accuracy_{key}": value for key, value in _spread([p["accuracy"] for p in found]).items()},
+        }
+        for k, found in sorted(points.items())
+    ]
+
+
+def summarise_arms(
+    runs: Sequence[Mapping[str, Any]], arms: Sequence[str], every: int
+) -> list[dict[str, Any]]:
+    """Per arm: accuracy after the budget, its paired gain over plain GRPO, reward, shares, cost."""
+    baseline = {r["seed"]: r["accuracy_after"] for r in runs if r["arm"] == BASELINE}
+    summaries = []
+    for arm in arms:
+        mine = [r for r in runs if r["arm"] == arm]
+        if not mine:
+            continue
+        paired = [r["accuracy_after"] - baseline[r["seed"]] for r in mine if r["seed"] in baseline]
+        summaries.append(
+            {
+                "arm": arm,
+                "runs": len(mine),
+                "accuracy_before": mine[0]["accuracy_before"],
+                "accuracy_after": _spread([r["accuracy_after"] for r in mine]),
+                "gain_over_grpo": _paired(paired) if paired and arm != BASELINE else None,
+                "reward_late": _spread([r["reward_late"] for r in mine]),
+                "dead_share": _spread([_share(r, "trained_dead") for r in mine]),
+                "phantom_share": _spread([_share(r, "trained_phantom") for r in mine]),
+                "phantom_wrong_share": _spread([_share(r, "trained_phantom_wrong") for r in mine]),
+                **{
+                    key: float(np.mean([r[key] for r in mine]))
+                    for key in ("samples", "tokens", "steps", "updates", "groups_trained", "wall_s", "cpu_s")
+                },
+                "curve": _curve(mine, every),
+            }
+        )
+    return summaries
+
+
+def _pm(stats: Mapping[str, float], scale: float = 1.0, digits: int = 3) -> str:
+    return f"{scale * stats['mean']:.{digits}f} ± {scale * stats['std']:.{digits}f}"
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """The markdown table of the arms (mean ± sample std over seeds)."""
+    setup = report["setup"]
+    labels = {arm["name"]: arm["label"] for arm in setup["arms"]}
+    lines = [
+        f"{len(setup['seeds'])} seeds per arm, {setup['samples_per_run']} generated samples per run, "
+        f"held-out greedy accuracy on {setup['held_out']['problems']} problems (mean ± std over seeds)",
+        "",
+        "| arm | held-out acc. | gain over GRPO (paired, 95% CI) | train reward, last quarter "
+        "| dead share | phantom share | steps | optimizer updates | s/run (CPU) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm in report["arms"]:
+        gain = arm["gain_over_grpo"]
+        gain_text = (
+            "—"
+            if gain is None
+            else f"{gain['mean']:+.3f} ({gain['ci95_low']:+.3f} to {gain['ci95_high']:+.3f})"
+        )
+        lines.append(
+            f"| {labels[arm['arm']]} | {_pm(arm['accuracy_after'])} | {gain_text} "
+            f"| {_pm(arm['reward_late'])} | {_pm(arm['dead_share'], 100, 1)}% "
+            f"| {_pm(arm['phantom_share'], 100, 1)}% | {arm['steps']:.1f} | {arm['updates']:.1f} "
+            f"| {arm['wall_s']:.0f} ({arm['cpu_s']:.0f}) |"
+        )
+    timing = report["timing"]
+    before = report["arms"][0]["accuracy_before"] if report["arms"] else math.nan
+    lines += [
+        "",
+        f"held-out accuracy before training: {before:.3f}; whole ablation: {timing['wall_s']:.0f} s wall, "
+        f"{timing['cpu_s']:.0f} s CPU",
+    ]
+    return "\n".join(lines)
+
+
+def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
+    """Held-out accuracy (mean ± std over seeds) and training reward against generated samples."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {arm["name"]: arm["label"] for arm in report["setup"]["arms"]}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for arm in report["arms"]:
+        curve = arm["curve"]
+        x = [p["samples"] for p in curve]
+        mean = np.array([p["accuracy_mean"] for p in curve])
+        std = np.array([p["accuracy_std"] for p in curve])
+        (line,) = left.plot(x, mean, marker="o", label=labels[arm["arm"]])
+        left.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.15)
+        x_reward, reward = _binned_reward(report["runs"], arm["arm"], report["setup"]["eval_every_samples"])
+        right.plot(x_reward, reward, marker=".", color=line.get_color(), label=labels[arm["arm"]])
+    left.set_title(f"held-out greedy accuracy ({report['setup']['held_out']['problems']} problems)")
+    right.set_title("training reward (first round, accuracy + brevity)")
+    for axis in (left, right):
+        axis.set_xlabel("generated samples")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    target = Path(path)
+    figure.savefig(target, dpi=100)
+    plt.close(figure)
+    return target
+
+
+def _binned_reward(
+    runs: Sequence[Mapping[str, Any]], arm: str, every: int
+) -> tuple[list[float], list[float]]:
+    """Mean training reward per bin of ``every`` samples, over the arm's runs."""
+    bins: dict[int, list[float]] = {}
+    for run in runs:
+        if run["arm"] == arm:
+            for samples, reward, _ in run["reward_curve"]:
+                bins.setdefault((int(samples) - 1) // every, []).append(reward)
+    keys = sorted(bins)
+    return [(k + 0.5) * every for k in keys], [float(np.mean(bins[k])) for k in keys]
