@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "cookbook" / "trl_grpo_gsm8k"))
 # ruff: noqa: E402  (the offline environment and cookbook path are set before these imports)
 import torch
 from datasets import load_dataset
-from grpo_gsm8k.prepare_demo import prepare_demo
+from grpo_gsm8k.offline.prepare_demo import prepare_demo
 from train import accuracy, brevity
 from trl import GRPOConfig, GRPOTrainer
 

@@ -12,6 +12,16 @@ import pytest
 import group_admission
 
 PUBLIC = {
+    "prompts_needed",
+    "plan_stream",
+    "plan_prompts",
+    "informative_probability",
+    "StreamPlan",
+    "PromptPlan",
+    "PromptPicks",
+    "PromptHistoryConfig",
+    "PromptHistory",
+    "PromptEstimate",
     "AdmissionSession",
     "AdmissionStats",
     "AdmissionVerdict",

@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="runs/trl_grpo_gsm8k")
     args = parser.parse_args()
     if args.model is None or args.dataset is None:
-        from grpo_gsm8k.prepare_demo import prepare_demo
+        from grpo_gsm8k.offline.prepare_demo import prepare_demo
 
         data, model = prepare_demo()
         args.dataset, args.model = args.dataset or str(data), args.model or str(model)

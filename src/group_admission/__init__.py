@@ -29,12 +29,16 @@ from ._exceptions import (
     GroupAdmissionError,
     StepLifecycleError,
 )
+from ._history import PromptEstimate, PromptHistory, PromptPicks, informative_probability
+from ._history_config import PromptHistoryConfig
 from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._policy import GroupAdmissionPolicy
+from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason
 from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._similarity import ngram_jaccard
+from ._streaming import StreamPlan, plan_stream
 
 __all__ = [
     "AdmissionSession",
@@ -51,6 +55,11 @@ __all__ = [
     "GroupAdmissionDecision",
     "GroupAdmissionError",
     "GroupAdmissionPolicy",
+    "PromptEstimate",
+    "PromptHistory",
+    "PromptHistoryConfig",
+    "PromptPicks",
+    "PromptPlan",
     "RejectionReason",
     "ResamplePlan",
     "SamplingBudgetConfig",
@@ -58,10 +67,15 @@ __all__ = [
     "SamplingBudgetState",
     "StepLifecycleError",
     "StepReport",
+    "StreamPlan",
     "__version__",
     "binomial_groups_needed",
     "group_admission_metrics",
+    "informative_probability",
     "ngram_jaccard",
+    "plan_prompts",
+    "plan_stream",
+    "prompts_needed",
 ]
 
 

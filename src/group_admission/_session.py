@@ -16,141 +16,36 @@ from typing import Any
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
 from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._exceptions import ConsecutiveFailedGroupsError, StepLifecycleError
+from ._history import PromptHistory, PromptId
 from ._limits import DropLimits
 from ._loading import coerce_config
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
+from ._prompt_plan import PromptPlan, plan_prompts
 from ._reasons import RejectionReason
 from ._session_state import restore_session, session_state
+from ._session_types import (
+    AdmissionVerdict,
+    BatchAdmissionVerdict,
+    StepLabel,
+    StepReport,
+    as_controller,
+    as_policy,
+    check_count,
+    check_step_label,
+)
+from ._streaming import StreamPlan, plan_stream
 from ._validation import describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
 
-StepLabel = int | str | None
 _WINDOWS = 16  # step windows kept for step-scoped limits; asynchronous hosts overlap only a few steps
-
-
-@attrs.frozen(kw_only=True)
-class AdmissionVerdict:
-    """
-    What the host does with one group: keep it (train on it) or drop it.
-
-    ``keep`` is true for an admitted group and for a rejected one that a drop limit
-    forced through (``fallback_admitted``). ``decision`` is the policy's verdict.
-
-    .. versionadded:: 0.2.0
-    """
-
-    keep: bool
-    decision: GroupAdmissionDecision
-    fallback_admitted: bool = False
-
-
-@attrs.frozen(kw_only=True, eq=False)
-class BatchAdmissionVerdict:
-    """
-    The verdicts of :meth:`AdmissionSession.judge_batch`, as arrays over groups.
-
-    .. versionadded:: 0.2.0
-    """
-
-    keep: npt.NDArray[np.bool_]
-    fallback_admitted: npt.NDArray[np.bool_]
-    result: BatchAdmissionResult
-
-    def __len__(self) -> int:
-        return len(self.keep)
-
-
-@attrs.frozen(kw_only=True)
-class StepReport:
-    """
-    What one step generated and admitted, returned by :meth:`AdmissionSession.end_step`.
-
-    Attributes:
-        step: The step's index (0 for the first step of the session).
-        target_groups: The groups the step needed.
-        admitted_groups: Groups the policy admitted.
-        kept_groups: Groups kept for training: admitted plus ``fallback_admitted``.
-        trained_groups: Kept groups the step trains on (at most the target).
-        surplus_groups: Kept groups beyond the target, discarded (as DAPO and slime do).
-        short_groups: Groups missing from the target.
-        exhausted: The target was not met and the budget left no room for more.
-        generated_groups, generated_samples, generated_tokens, sampling_rounds: The cost.
-        limited_by: The caps that bound the step's last plan.
-
-    .. versionadded:: 0.2.0
-    """
-
-    step: int
-    target_groups: int
-    admitted_groups: int
-    kept_groups: int
-    trained_groups: int
-    surplus_groups: int
-    short_groups: int
-    exhausted: bool
-    generated_groups: int
-    generated_samples: int
-    generated_tokens: int
-    sampling_rounds: int
-    limited_by: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot."""
-        data = attrs.asdict(self)
-        data["limited_by"] = list(self.limited_by)
-        return data
-
-
-def _as_policy(policy: object) -> GroupAdmissionPolicy:
-    if isinstance(policy, GroupAdmissionPolicy):
-        return policy
-    if policy is None or isinstance(policy, (GroupAdmissionConfig, Mapping)):
-        return GroupAdmissionPolicy(policy)
-    msg = (
-        "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None "
-        f"(got {describe(policy)})"
-    )
-    raise TypeError(msg)
-
-
-def _as_controller(budget: object) -> SamplingBudgetController:
-    if isinstance(budget, SamplingBudgetController):
-        return budget
-    if budget is None or isinstance(budget, (SamplingBudgetConfig, Mapping)):
-        return SamplingBudgetController(budget)
-    msg = (
-        "'budget' must be a SamplingBudgetController, a SamplingBudgetConfig, a mapping or None "
-        f"(got {describe(budget)})"
-    )
-    raise TypeError(msg)
-
-
-def _check_count(value: object, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < minimum:
-        msg = f"'{name}' must be >= {minimum} (got {value})"
-        raise ValueError(msg)
-    return int(value)
-
-
-def _check_step_label(step: object) -> StepLabel:
-    if step is None or isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool)):
-        return step
-    if isinstance(step, np.integer):
-        return int(step)
-    msg = f"'step' must be an int, a str or None (got {describe(step)})"
-    raise TypeError(msg)
 
 
 class AdmissionSession:
@@ -192,8 +87,8 @@ class AdmissionSession:
         if not isinstance(host, str):
             msg = f"'host' must be a string (got {describe(host)})"
             raise TypeError(msg)
-        self._policy = _as_policy(policy)
-        self._controller = _as_controller(budget)
+        self._policy = as_policy(policy)
+        self._controller = as_controller(budget)
         self._limits = coerce_config(DropLimits, limits, name="limits")
         self._host = host
         self._lock = threading.RLock()
@@ -328,9 +223,9 @@ class AdmissionSession:
         if not isinstance(decision, GroupAdmissionDecision):
             msg = f"'decision' must be a GroupAdmissionDecision (got {describe(decision)})"
             raise TypeError(msg)
-        size = decision.group_size if samples is None else _check_count(samples, "samples", 1)
-        tokens = _check_count(generated_tokens, "generated_tokens")
-        label = _check_step_label(step)
+        size = decision.group_size if samples is None else check_count(samples, "samples", 1)
+        tokens = check_count(generated_tokens, "generated_tokens")
+        label = check_step_label(step)
         with self._lock:
             keep, fallback = self._apply_limits(decision, label)
             self._count(decision, fallback, size, tokens)
@@ -379,8 +274,8 @@ class AdmissionSession:
             rollout_ids=rollout_ids,
             group_keys=group_keys,
         )
-        tokens = _check_count(generated_tokens, "generated_tokens")
-        label = _check_step_label(step)
+        tokens = check_count(generated_tokens, "generated_tokens")
+        label = check_step_label(step)
         if self._limits.caps_drops or self._limits.max_consecutive_failed_groups is not None:
             return self._judge_rows(result, tokens, label)
         with self._lock:
@@ -464,7 +359,7 @@ class AdmissionSession:
         The budget state starts afresh but keeps the rate estimate of the previous step.
         An open step is ended first (its report is discarded).
         """
-        target = _check_count(target_groups, "target_groups")
+        target = check_count(target_groups, "target_groups")
         with self._lock:
             if self._step_open:
                 self.end_step()
@@ -493,7 +388,7 @@ class AdmissionSession:
 
     def _group_size(self, state: SamplingBudgetState, num_generations: int | None) -> int:
         if num_generations is not None:
-            return _check_count(num_generations, "num_generations", 1)
+            return check_count(num_generations, "num_generations", 1)
         samples = state.generated_samples + self._round_samples
         groups = state.generated_groups + self._round.candidates
         return max(1, -(-samples // groups)) if groups else 1
@@ -541,7 +436,7 @@ class AdmissionSession:
         Raises:
             StepLifecycleError: no step is open.
         """
-        wanted = _check_count(groups, "groups", 1) + _check_count(in_flight, "in_flight")
+        wanted = check_count(groups, "groups", 1) + check_count(in_flight, "in_flight")
         with self._lock:
             state = self._require_step("can_launch")
             pending = self._round.candidates
@@ -561,6 +456,84 @@ class AdmissionSession:
                 num_generations=self._group_size(state, num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
                 new_round=not pending,
+            )
+
+    def stream_plan(
+        self,
+        in_flight: int = 0,
+        *,
+        num_generations: int | None = None,
+        confidence: float | None = None,
+        top_up_below: float = 0.5,
+        estimated_tokens_per_group: float | None = None,
+    ) -> StreamPlan:
+        """
+        For hosts that launch groups asynchronously: launch, abort, or wait (see :func:`plan_stream`).
+
+        Groups judged this step count as finished; ``in_flight`` are launched and not
+        finished. A streaming step is one round: the rate carried from earlier steps
+        stays as it is until :meth:`end_step` folds the step.
+
+        Raises:
+            StepLifecycleError: no step is open.
+
+        .. versionadded:: 0.2.0
+        """
+        with self._lock:
+            state = self._require_step("stream_plan")
+            round_ = self._round
+            view = attrs.evolve(
+                state,
+                sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
+                generated_groups=state.generated_groups + round_.candidates,
+                generated_samples=state.generated_samples + self._round_samples,
+                generated_tokens=state.generated_tokens + self._round_tokens,
+                admitted_groups=state.admitted_groups + round_.admitted,
+                rejected_groups=state.rejected_groups + round_.rejected,
+            )
+            return plan_stream(
+                self._controller,
+                view,
+                target_groups=self._target,
+                in_flight=in_flight,
+                num_generations=self._group_size(state, num_generations),
+                confidence=confidence,
+                top_up_below=top_up_below,
+                estimated_tokens_per_group=estimated_tokens_per_group,
+            )
+
+    def pick_prompts(
+        self,
+        history: PromptHistory,
+        prompt_ids: Sequence[PromptId],
+        *,
+        num_generations: int | None = None,
+        estimated_tokens_per_group: float | None = None,
+    ) -> PromptPlan:
+        """
+        Close the round in progress; pick prompts with ``history`` and size the next round by them.
+
+        Like :meth:`plan`, with per-prompt informative probabilities instead of one batch
+        rate (see :func:`plan_prompts`); the history picks at the session's :attr:`step`,
+        so observe its groups with that step.
+
+        Raises:
+            StepLifecycleError: no step is open.
+
+        .. versionadded:: 0.2.0
+        """
+        with self._lock:
+            state = self._require_step("pick_prompts")
+            self._fold_round(state)
+            return plan_prompts(
+                self._controller,
+                state,
+                history,
+                prompt_ids,
+                step=self._step,
+                target_groups=self._target,
+                num_generations=self._group_size(state, num_generations),
+                estimated_tokens_per_group=estimated_tokens_per_group,
             )
 
     def end_step(self) -> StepReport:

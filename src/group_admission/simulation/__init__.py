@@ -23,7 +23,23 @@ from ._models import (
     TaskModel,
     task_model_from_mapping,
 )
+from ._planning_strategies import (
+    HistorySkipping,
+    OracleSkipping,
+    PoolController,
+    PoolStrategy,
+    StreamingLaunches,
+    partial_tokens,
+)
 from ._plot import plot_result
+from ._pool_simulate import (
+    POOL_STRATEGY_KINDS,
+    PoolResult,
+    PoolStrategyResult,
+    default_pool_strategies,
+    simulate_pool,
+)
+from ._prompt_pool import DIFFICULTY_BINS, PoolContext, PromptPool, PromptPoolConfig
 from ._results import StepOutcome, StepTally, StrategyResult, summarize
 from ._simulate import (
     DEFAULT_POLICY,
@@ -46,15 +62,26 @@ from ._stream import GroupBatch, StepContext
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DIFFICULTY_BINS",
+    "POOL_STRATEGY_KINDS",
     "STRATEGY_KINDS",
     "BinaryTaskModel",
     "CompositeTaskModel",
     "ControllerResampling",
     "DapoDynamicSampling",
     "GroupBatch",
+    "HistorySkipping",
     "NoFiltering",
     "Oracle",
+    "OracleSkipping",
     "PerTaskRetry",
+    "PoolContext",
+    "PoolController",
+    "PoolResult",
+    "PoolStrategy",
+    "PoolStrategyResult",
+    "PromptPool",
+    "PromptPoolConfig",
     "RagenTopP",
     "ResponseLengthModel",
     "RollResampling",
@@ -66,11 +93,15 @@ __all__ = [
     "StepTally",
     "Strategy",
     "StrategyResult",
+    "StreamingLaunches",
     "TaskModel",
+    "default_pool_strategies",
     "default_strategies",
+    "partial_tokens",
     "plot_result",
     "ragen_top_p",
     "simulate",
+    "simulate_pool",
     "strategy_from_mapping",
     "summarize",
     "task_model_from_mapping",

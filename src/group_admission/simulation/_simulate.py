@@ -14,6 +14,7 @@ from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
 from ._models import SimulationConfig
+from ._planning_strategies import StreamingLaunches
 from ._results import StepOutcome, StrategyResult, summarize
 from ._strategies import (
     ControllerResampling,
@@ -50,6 +51,7 @@ STRATEGY_KINDS: dict[str, type[Any]] = {
         PerTaskRetry,
         ControllerResampling,
         Oracle,
+        StreamingLaunches,
     )
 }
 #: The policy used when none is given: slime's and DAPO's zero-std filter.

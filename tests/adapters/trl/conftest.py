@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A randomly initialised ~0.2 M-parameter Qwen2 and its byte-level tokenizer, saved to disk."""
-    from grpo_gsm8k.tiny_model import build_model, train_tokenizer
+    from grpo_gsm8k.offline.tiny_model import build_model, train_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
     tokenizer = train_tokenizer(["#### 0123456789 How many apples? Tom has 3 pens."], vocab_size=300)

@@ -1,0 +1,435 @@
+"""
+Planning goals, each as a ratio against the peer measured in the same run (figures, not assertions).
+
+1. Streaming plans (``StreamingLaunches``, ``AdmissionSession.stream_plan``) against slime's
+   over-sampling waves, DAPO, the round controller and the oracle, on slime's default
+   setting (16 groups of 8, waves of 32; uniform and polarised tasks) and on the twinkle
+   pull request's setting (50 tasks x groups of 3, slime waves of 100 with fallback).
+   Goals: step time <= 1.05x slime's and generated tokens <= 1.10x the oracle's.
+2. Prompt history (``PromptHistory``, ``AdmissionSession.pick_prompts``) on a drifting
+   prompt pool revisited epoch after epoch, against the round controller alone, GRESO's
+   rule and an oracle that knows every pass rate. Goals: at an equal final informative
+   rate, generated groups per informative trained group <= 0.70x the controller's and
+   below GRESO's; prompts skipped that would have been informative <= 10% (common random
+   numbers); a restore from a checkpoint replays picks and plans bit for bit.
+
+Every goal prints as ``[met ]`` or ``[MISS]`` with its ratio; misses say why.
+
+Run:  python benchmarks/bench_planning.py   (writes benchmarks/results/bench_planning.json
+      and the figures docs/planning/*.png)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory, SamplingBudgetConfig
+from group_admission.simulation import (
+    BinaryTaskModel,
+    CompositeTaskModel,
+    ControllerResampling,
+    DapoDynamicSampling,
+    HistorySkipping,
+    Oracle,
+    OracleSkipping,
+    PoolContext,
+    PoolController,
+    PromptPoolConfig,
+    ResponseLengthModel,
+    SimulationConfig,
+    SimulationResult,
+    SlimeWaves,
+    StreamingLaunches,
+    simulate,
+    simulate_pool,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+FIGURES = ROOT / "docs" / "planning"
+SEED = 0
+CONFIDENCES = (0.9, 0.99, 0.999, 0.9999)
+
+# --- 1. streaming ------------------------------------------------------------------------
+STREAM_STEPS = 400
+SLIME_POLICY = GroupAdmissionConfig(min_reward_std=1e-6)
+STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
+PR_POLICY = GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
+PR_TASKS = CompositeTaskModel(
+    alpha=1.0, beta=1.0, shaping_spread=0.02, shaping_resolution=0.01, shaping_task_share=0.9
+)
+
+# --- 2. prompt history ---------------------------------------------------------------------
+POOL_STEPS = 300
+POOLS = {
+    "polarised pool (logit std 4)": PromptPoolConfig(steps=POOL_STEPS, seed=SEED, logit_std=4.0),
+    "middling pool (logit std 3)": PromptPoolConfig(steps=POOL_STEPS, seed=SEED, logit_std=3.0),
+}
+HISTORY_THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+#: Forgetting: old evidence halves every 150 steps (about 14 of the pool's epochs), so that
+#: prompts the model learns to solve are tried again.
+HALF_LIFE = 150.0
+ORACLE_THRESHOLDS = (0.1, 0.2, 0.3)
+
+
+def check(goal: str, met: bool, detail: str) -> dict[str, Any]:
+    print(f"    [{'met ' if met else 'MISS'}] {goal}: {detail}")
+    return {"goal": goal, "met": bool(met), "detail": detail}
+
+
+# --- 1 -----------------------------------------------------------------------------------
+def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]]:
+    lengths = ResponseLengthModel(mean_tokens=1024, cv=0.6)
+    settings: dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]] = {}
+    for label, tasks in (
+        ("slime default, uniform Beta(1,1)", BinaryTaskModel(alpha=1.0, beta=1.0)),
+        ("slime default, polarised Beta(0.5,0.5)", BinaryTaskModel(alpha=0.5, beta=0.5)),
+    ):
+        config = SimulationConfig(
+            tasks=tasks, lengths=lengths, group_size=8, target_groups=16, steps=STREAM_STEPS, seed=SEED
+        )
+        peers = [
+            SlimeWaves(over_sampling_batch_size=32, name="slime"),
+            DapoDynamicSampling(name="dapo"),
+            ControllerResampling(budget=STEP_BUDGET, mode="confidence", carry_rate=True, name="controller"),
+            Oracle(name="oracle"),
+        ]
+        streaming = [StreamingLaunches(budget={"max_extra_groups": 32}, confidence=c) for c in CONFIDENCES]
+        settings[label] = (config, SLIME_POLICY, peers + streaming)
+    config = SimulationConfig(
+        tasks=PR_TASKS,
+        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
+        group_size=3,
+        target_groups=50,
+        steps=STREAM_STEPS,
+        seed=SEED,
+    )
+    budget = SamplingBudgetConfig(max_extra_groups=100, max_resample_rounds=3)
+    peers = [
+        SlimeWaves(over_sampling_batch_size=100, keep_when_insufficient=True, name="slime"),
+        DapoDynamicSampling(name="dapo"),
+        ControllerResampling(budget=budget, mode="confidence", carry_rate=True, name="controller"),
+        Oracle(name="oracle"),
+    ]
+    streaming = [StreamingLaunches(budget={"max_extra_groups": 100}, confidence=c) for c in CONFIDENCES]
+    settings["pull request (50 x groups of 3)"] = (config, PR_POLICY, peers + streaming)
+    return settings
+
+
+def stream_goals(result: SimulationResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    slime, oracle = result.result("slime"), result.result("oracle")
+    rows = []
+    for r in result.results:
+        rows.append(
+            {
+                "name": r.name,
+                "final": r.final_informative_rate,
+                "time_vs_slime": r.time_per_step / slime.time_per_step,
+                "tokens_vs_oracle": r.generated_tokens / oracle.generated_tokens,
+                "tokens_vs_slime": r.generated_tokens / slime.generated_tokens,
+                "groups_vs_oracle": r.generated_groups / oracle.generated_groups,
+            }
+        )
+    print(
+        f"    {'strategy':20s} {'final':>6s} {'time/slime':>11s} {'tokens/oracle':>14s} {'tokens/slime':>13s}"
+    )
+    for row in rows:
+        print(
+            f"    {row['name']:20s} {row['final']:6.3f} {row['time_vs_slime']:11.3f} "
+            f"{row['tokens_vs_oracle']:14.3f} {row['tokens_vs_slime']:13.3f}"
+        )
+    streaming = [row for row in rows if row["name"].startswith("streaming")]
+    fast = [row for row in streaming if row["time_vs_slime"] <= 1.05 and row["final"] >= 1.0 - 1e-12]
+    cheap = [row for row in streaming if row["tokens_vs_oracle"] <= 1.10]
+    both = [row for row in fast if row["tokens_vs_oracle"] <= 1.10]
+    checks = []
+    if fast:
+        best = min(fast, key=lambda row: row["tokens_vs_oracle"])
+        checks.append(
+            check(
+                "step time <= 1.05x slime's",
+                True,
+                f"{best['name']}: {best['time_vs_slime']:.3f}x, with {best['tokens_vs_oracle']:.3f}x "
+                f"the oracle's tokens ({best['tokens_vs_slime']:.3f}x slime's)",
+            )
+        )
+    else:
+        quickest = min(streaming, key=lambda row: row["time_vs_slime"])
+        checks.append(
+            check(
+                "step time <= 1.05x slime's",
+                False,
+                f"best {quickest['name']} {quickest['time_vs_slime']:.3f}x",
+            )
+        )
+    cheapest = min(streaming, key=lambda row: row["tokens_vs_oracle"])
+    checks.append(
+        check(
+            "generated tokens <= 1.10x the oracle's",
+            bool(cheap),
+            f"cheapest {cheapest['name']}: {cheapest['tokens_vs_oracle']:.3f}x the oracle's tokens "
+            f"at {cheapest['time_vs_slime']:.3f}x slime's time",
+        )
+    )
+    checks.append(
+        check(
+            "both at one setting",
+            bool(both),
+            "no confidence is both as fast as slime and as cheap as the oracle (see docs/planning.md: "
+            "with unlimited parallel generation, matching slime's step time takes about as many racing "
+            "groups as slime launches, and nearly all their tokens are spent before any finishes)"
+            if not both
+            else f"{both[0]['name']}",
+        )
+    )
+    return rows, checks
+
+
+# --- 2 -----------------------------------------------------------------------------------
+@attrs.frozen
+class RestoredMidway:
+    """The history strategy, with its history and session restored from JSON at step ``at``."""
+
+    kind: ClassVar[str] = "history"
+    name: str = "history(restored)"
+    at: int = POOL_STEPS // 2
+    inner: HistorySkipping = attrs.field(factory=lambda: HistorySkipping(history={"half_life": HALF_LIFE}))
+
+    def check(self, config: PromptPoolConfig) -> None:
+        pass
+
+    def run_step(self, context: PoolContext) -> None:
+        if context.step == self.at and "history" in context.memory:
+            memory = context.memory
+            history, session = json.loads(
+                json.dumps([memory["history"].to_dict(), memory["session"].state_dict()])
+            )
+            memory["history"] = PromptHistory.from_dict(history)
+            restored = AdmissionSession(context.policy, budget=memory["session"].controller.config)
+            restored.load_state_dict(session)
+            memory["session"] = restored
+        self.inner.run_step(context)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.inner.to_dict(), "restored_at": self.at}
+
+
+def pool_strategies() -> list[Any]:
+    strategies: list[Any] = [
+        PoolController(),
+        HistorySkipping(history={"mode": "greso"}, name="greso"),
+        HistorySkipping(
+            history={"mode": "greso", "greso_target_zero_variance": 0.5}, name="greso(target 0.5)"
+        ),
+        HistorySkipping(history={"half_life": HALF_LIFE}, name="history"),
+        RestoredMidway(),
+    ]
+    strategies += [
+        HistorySkipping(history={"skip_below": t, "half_life": HALF_LIFE}, name=f"history(skip<{t:g})")
+        for t in HISTORY_THRESHOLDS
+        if t != 0.1
+    ]
+    strategies += [OracleSkipping(skip_below=t, name=f"oracle(skip<{t:g})") for t in ORACLE_THRESHOLDS]
+    return strategies
+
+
+def pool_goals(result: Any) -> list[dict[str, Any]]:
+    controller, greso, mine = result.result("controller"), result.result("greso"), result.result("history")
+    restored = result.result("history(restored)")
+    print(result.format_table())
+    checks = []
+    equal = all(
+        abs(r.final_informative_rate - controller.final_informative_rate) < 1e-12 for r in result.results
+    )
+    checks.append(
+        check(
+            "equal final informative rate",
+            equal,
+            ", ".join(f"{r.name} {r.final_informative_rate:.3f}" for r in (controller, greso, mine)),
+        )
+    )
+    ratio = mine.groups_per_informative / controller.groups_per_informative
+    checks.append(
+        check(
+            "groups per informative trained group <= 0.70x the controller's",
+            ratio <= 0.70,
+            f"{mine.groups_per_informative:.3f} vs {controller.groups_per_informative:.3f} ({ratio:.3f}x)",
+        )
+    )
+    versus = mine.groups_per_informative / greso.groups_per_informative
+    checks.append(
+        check(
+            "fewer groups per informative trained group than GRESO's rule",
+            versus < 1.0,
+            f"{mine.groups_per_informative:.3f} vs {greso.groups_per_informative:.3f} ({versus:.3f}x); "
+            f"GRESO skips {greso.wrongly_skipped_share:.1%} of its prompts wrongly, "
+            f"the history {mine.wrongly_skipped_share:.1%}",
+        )
+    )
+    share = mine.wrongly_skipped_share or 0.0
+    checks.append(
+        check(
+            "prompts skipped that would have been informative <= 10%",
+            share <= 0.10,
+            f"{mine.wrongly_skipped}/{mine.skipped_prompts} = {share:.1%} "
+            f"(GRESO {greso.wrongly_skipped_share:.1%})",
+        )
+    )
+    # GRESO at a comparable accuracy: the history threshold whose wrong-skip share is closest.
+    variants = [r for r in result.results if r.name.startswith("history") and r.name != "history(restored)"]
+    for rule in (greso, result.result("greso(target 0.5)")):
+        twin = min(
+            variants, key=lambda r: abs((r.wrongly_skipped_share or 0) - (rule.wrongly_skipped_share or 0))
+        )
+        better = twin.groups_per_informative / rule.groups_per_informative
+        checks.append(
+            check(
+                f"at {rule.name}'s accuracy, fewer groups than {rule.name}",
+                better < 1.0,
+                f"{twin.name} skips {twin.wrongly_skipped_share:.1%} wrongly "
+                f"(vs {rule.wrongly_skipped_share:.1%}) and generates {twin.groups_per_informative:.3f} "
+                f"groups per trained group vs {rule.groups_per_informative:.3f} ({better:.3f}x)",
+            )
+        )
+    identical = restored.per_step == mine.per_step
+    checks.append(
+        check(
+            "restore from a JSON checkpoint replays picks and plans bit for bit",
+            identical,
+            f"history and session restored at step {POOL_STEPS // 2}: every later step "
+            f"{'identical' if identical else 'DIFFERENT'}",
+        )
+    )
+    print("    trained groups by difficulty (share of all trained), and prompts skipped:")
+    for r in (controller, greso, mine, result.result("oracle(skip<0.1)")):
+        bins = r.by_difficulty
+        trained = ", ".join(
+            f"{label.split(' ')[0]} {b['trained'] / r.trained_groups:.2f}" for label, b in bins.items()
+        )
+        skipped = ", ".join(f"{label.split(' ')[0]} {b['skipped']}" for label, b in bins.items())
+        print(f"    {r.name:20s} trained: {trained}\n    {'':20s} skipped: {skipped}")
+    return checks
+
+
+# --- figures -------------------------------------------------------------------------------
+def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(1, len(settings), figsize=(5.5 * len(settings), 4.5))
+    try:
+        for axis, (label, rows) in zip(axes, settings.items(), strict=True):
+            streaming = [row for row in rows if row["name"].startswith("streaming")]
+            axis.plot(
+                [r["time_vs_slime"] for r in streaming],
+                [r["tokens_vs_oracle"] for r in streaming],
+                "o-",
+                label="streaming",
+            )
+            for row in streaming:
+                axis.annotate(
+                    row["name"].removeprefix("streaming"), (row["time_vs_slime"], row["tokens_vs_oracle"])
+                )
+            for row in rows:
+                if not row["name"].startswith("streaming"):
+                    axis.plot(row["time_vs_slime"], row["tokens_vs_oracle"], "s", label=row["name"])
+            axis.axvline(1.05, color="grey", lw=0.8, ls="--")
+            axis.axhline(1.10, color="grey", lw=0.8, ls="--")
+            axis.set_xscale("log")
+            axis.set_xlabel("step time / slime's (log)")
+            axis.set_ylabel("generated tokens / oracle's")
+            axis.set_title(label, fontsize=10)
+            axis.legend(fontsize=7)
+        figure.suptitle("streaming plans: the goal is the lower-left corner of the dashed lines")
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+    finally:
+        pyplot.close(figure)
+
+
+def plot_pool(label: str, result: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, (left, right) = pyplot.subplots(1, 2, figsize=(13, 4.8))
+    try:
+        for prefix, style in (("history", "o-"), ("oracle", "^-"), ("greso", "s")):
+            chosen = [
+                r for r in result.results if r.name.startswith(prefix) and r.name != "history(restored)"
+            ]
+            chosen.sort(key=lambda r: r.wrongly_skipped_share or 0)
+            left.plot(
+                [100 * (r.wrongly_skipped_share or 0) for r in chosen],
+                [r.groups_per_informative for r in chosen],
+                style,
+                label=prefix,
+            )
+        controller = result.result("controller").groups_per_informative
+        left.axhline(controller, color="black", lw=0.8, label="controller alone")
+        left.axhline(0.7 * controller, color="grey", lw=0.8, ls="--", label="0.70x controller")
+        left.axvline(10, color="grey", lw=0.8, ls=":")
+        left.set_xlabel("skipped prompts that would have been informative (%)")
+        left.set_ylabel("generated groups per informative trained group")
+        left.set_title(f"skipping before generation ({label})", fontsize=10)
+        left.legend(fontsize=8)
+        names = ("controller", "greso", "history", "oracle(skip<0.1)")
+        labels = list(result.result("controller").by_difficulty)
+        width = 0.2
+        for offset, name in enumerate(names):
+            r = result.result(name)
+            shares = [r.by_difficulty[b]["trained"] / r.trained_groups for b in labels]
+            right.bar([i + (offset - 1.5) * width for i in range(len(labels))], shares, width, label=name)
+        right.set_xticks(range(len(labels)), labels, fontsize=8)
+        right.set_ylabel("share of the informative groups trained on")
+        right.set_title("what the model trains on, by true pass rate when met", fontsize=10)
+        right.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+    finally:
+        pyplot.close(figure)
+
+
+def main() -> int:
+    started = time.perf_counter()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"seed": SEED, "streaming": {}, "pool": {}}
+    print("1. Streaming plans")
+    frontiers = {}
+    for label, (config, policy, strategies) in stream_settings().items():
+        result = simulate(config, policy=policy, strategies=strategies)
+        print(f"\n  {label}: {config.steps} steps, seed {config.seed}")
+        rows, checks = stream_goals(result)
+        report["streaming"][label] = {"rows": rows, "goals": checks, "simulation": result.to_dict()}
+        frontiers[label] = rows
+    plot_streaming(frontiers, FIGURES / "streaming.png")
+    print("\n2. Prompt history")
+    for number, (label, config) in enumerate(POOLS.items()):
+        result = simulate_pool(config, strategies=pool_strategies())
+        print(f"\n  {label}: {config.size} prompts, {config.steps} steps, seed {config.seed}")
+        checks = pool_goals(result)
+        report["pool"][label] = {"goals": checks, "simulation": result.to_dict()}
+        if number == 0:
+            plot_pool(label, result, FIGURES / "pool.png")
+    report["elapsed_seconds"] = time.perf_counter() - started
+    with (RESULTS / "bench_planning.json").open("w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+        handle.write("\n")
+    print(
+        f"\nwrote {RESULTS / 'bench_planning.json'} and {FIGURES}/*.png in {report['elapsed_seconds']:.0f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The values an ``AdmissionSession`` returns, and the checks of its arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from ._batch import BatchAdmissionResult
+from ._budget import SamplingBudgetConfig, SamplingBudgetController
+from ._config import GroupAdmissionConfig
+from ._decision import GroupAdmissionDecision
+from ._policy import GroupAdmissionPolicy
+from ._validation import describe
+
+__all__ = [
+    "AdmissionVerdict",
+    "BatchAdmissionVerdict",
+    "StepLabel",
+    "StepReport",
+    "as_controller",
+    "as_policy",
+    "check_count",
+    "check_step_label",
+]
+
+StepLabel = int | str | None
+
+
+@attrs.frozen(kw_only=True)
+class AdmissionVerdict:
+    """
+    What the host does with one group: keep it (train on it) or drop it.
+
+    ``keep`` is true for an admitted group and for a rejected one that a drop limit
+    forced through (``fallback_admitted``). ``decision`` is the policy's verdict.
+
+    .. versionadded:: 0.2.0
+    """
+
+    keep: bool
+    decision: GroupAdmissionDecision
+    fallback_admitted: bool = False
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class BatchAdmissionVerdict:
+    """
+    The verdicts of :meth:`AdmissionSession.judge_batch`, as arrays over groups.
+
+    .. versionadded:: 0.2.0
+    """
+
+    keep: npt.NDArray[np.bool_]
+    fallback_admitted: npt.NDArray[np.bool_]
+    result: BatchAdmissionResult
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+
+@attrs.frozen(kw_only=True)
+class StepReport:
+    """
+    What one step generated and admitted, returned by :meth:`AdmissionSession.end_step`.
+
+    Attributes:
+        step: The step's index (0 for the first step of the session).
+        target_groups: The groups the step needed.
+        admitted_groups: Groups the policy admitted.
+        kept_groups: Groups kept for training: admitted plus ``fallback_admitted``.
+        trained_groups: Kept groups the step trains on (at most the target).
+        surplus_groups: Kept groups beyond the target, discarded (as DAPO and slime do).
+        short_groups: Groups missing from the target.
+        exhausted: The target was not met and the budget left no room for more.
+        generated_groups, generated_samples, generated_tokens, sampling_rounds: The cost.
+        limited_by: The caps that bound the step's last plan.
+
+    .. versionadded:: 0.2.0
+    """
+
+    step: int
+    target_groups: int
+    admitted_groups: int
+    kept_groups: int
+    trained_groups: int
+    surplus_groups: int
+    short_groups: int
+    exhausted: bool
+    generated_groups: int
+    generated_samples: int
+    generated_tokens: int
+    sampling_rounds: int
+    limited_by: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot."""
+        data = attrs.asdict(self)
+        data["limited_by"] = list(self.limited_by)
+        return data
+
+
+def as_policy(policy: object) -> GroupAdmissionPolicy:
+    if isinstance(policy, GroupAdmissionPolicy):
+        return policy
+    if policy is None or isinstance(policy, (GroupAdmissionConfig, Mapping)):
+        return GroupAdmissionPolicy(policy)
+    msg = (
+        "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None "
+        f"(got {describe(policy)})"
+    )
+    raise TypeError(msg)
+
+
+def as_controller(budget: object) -> SamplingBudgetController:
+    if isinstance(budget, SamplingBudgetController):
+        return budget
+    if budget is None or isinstance(budget, (SamplingBudgetConfig, Mapping)):
+        return SamplingBudgetController(budget)
+    msg = (
+        "'budget' must be a SamplingBudgetController, a SamplingBudgetConfig, a mapping or None "
+        f"(got {describe(budget)})"
+    )
+    raise TypeError(msg)
+
+
+def check_count(value: object, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        msg = f"'{name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    if value < minimum:
+        msg = f"'{name}' must be >= {minimum} (got {value})"
+        raise ValueError(msg)
+    return int(value)
+
+
+def check_step_label(step: object) -> StepLabel:
+    if step is None or isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool)):
+        return step
+    if isinstance(step, np.integer):
+        return int(step)
+    msg = f"'step' must be an int, a str or None (got {describe(step)})"
+    raise TypeError(msg)
