@@ -10,9 +10,14 @@ steps), and evaluates held-out greedy accuracy every ``--eval-every`` samples:
   criterion; all-wrong groups with brevity spread get through);
 - ``gate``: admission gated on accuracy (the run's ``admission`` settings), no resampling;
 - ``gate_resample``: admission plus bounded resampling (the run's ``admission`` and
-  ``budget`` settings: the main job's).
+  ``budget`` settings: the main job's);
+- ``gate_resample_skip``: the same, plus prompt skipping: a ``PromptHistory`` (the run's
+  ``history`` settings) skips the prompts it expects to be dead, before generating them.
 
-    python cookbook/grpo_gsm8k/ablation.py        # the embedded tiny setup: 4 arms x 5 seeds
+Every arm draws from the same pool (``--pool``: the first 64 training problems offline),
+revisited epoch after epoch, so the history has earlier visits to learn from.
+
+    python cookbook/grpo_gsm8k/ablation.py        # the embedded tiny setup: 5 arms x 5 seeds
     python cookbook/grpo_gsm8k/ablation.py --model Qwen/Qwen2.5-0.5B-Instruct \\
         --dataset openai/gsm8k --device cuda --dtype bfloat16 --samples 25600 --eval-every 2560
 
@@ -31,6 +36,8 @@ if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import multiprocessing
@@ -47,6 +54,8 @@ from grpo_gsm8k.config import TrainConfig, parse_config
 __all__ = ["ARMS", "Arm", "arm_config", "main", "run_ablation"]
 
 OFFLINE_CONFIG = Path(__file__).resolve().parent / "offline" / "config.yaml"
+OFFLINE_POOL = 64  # small enough that a run revisits every problem a few times
+WARM_START_ROWS = 256  # the demo policy was fine-tuned on the first 256 training rows
 HELD_OUT_SEED = 2_000_003  # neither the training split's seed (0) nor the demo test split's
 
 
@@ -58,6 +67,7 @@ class Arm:
     label: str
     admission: Mapping[str, Any] | None
     budget: Mapping[str, Any] | None
+    skip_prompts: bool = False
 
 
 ARMS: tuple[Arm, ...] = (
@@ -65,6 +75,7 @@ ARMS: tuple[Arm, ...] = (
     Arm("zero_std", "zero-std filter on the total reward", admission={"min_reward_std": 1e-6}, budget={}),
     Arm("gate", "admission gated on accuracy, no resampling", admission=None, budget={}),
     Arm("gate_resample", "admission + bounded resampling", admission=None, budget=None),
+    Arm("gate_resample_skip", "+ prompt skipping", admission=None, budget=None, skip_prompts=True),
 )
 
 
@@ -74,6 +85,7 @@ def arm_config(base: TrainConfig, arm: Arm, seed: int, output: Path) -> TrainCon
         base,
         admission=dict(base.admission if arm.admission is None else arm.admission),
         budget=dict(base.budget if arm.budget is None else arm.budget),
+        skip_prompts=arm.skip_prompts,
         seed=seed,
         output_dir=str(output / "runs" / arm.name / f"seed{seed}"),
         progress=False,
@@ -91,7 +103,8 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     torch.set_num_threads(1)  # one thread per run: the runs themselves are the parallelism
     arm, config = job
     wall, cpu = time.perf_counter(), time.process_time()
-    result = train(config)
+    with contextlib.redirect_stdout(io.StringIO()):  # every run's step lines are in its steps.jsonl
+        result = train(config)
     steps = result.steps
     trained = sum(s["trained"] for s in steps)
     late = [s for s in steps if s["samples_total"] > 0.75 * steps[-1]["samples_total"]] or steps[-1:]
@@ -104,16 +117,20 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
         "groups_generated": sum(s["generated_groups"] for s in steps),
         "groups_trained": trained,
         **{key: sum(s[key] for s in steps) for key in ("trained_dead", "trained_phantom")},
+        "prompts_skipped": sum(s["prompts_skipped"] for s in steps),
         "trained_phantom_wrong": sum(s["trained_phantom_wrong"] for s in steps),
         "rejected": sum(sum(s["rejections"].values()) for s in steps),
         "surplus": sum(s["surplus"] for s in steps),
         "updates": sum(int(s["updates"]) for s in steps),
         "exhausted_steps": sum(bool(s["exhausted"]) for s in steps),
         "reward_late": sum(s["reward"] for s in late) / len(late),
+        "train_accuracy_late": sum(s["accuracy"] for s in late) / len(late),
         "reward_curve": [[s["samples_total"], s["reward"], s["accuracy"]] for s in steps],
         "eval_curve": result.eval_curve,
         "accuracy_before": result.eval_accuracy.get("before"),
         "accuracy_after": result.eval_accuracy.get("after"),
+        "accuracy_curve_mean": sum(p["accuracy"] for p in result.eval_curve[1:])
+        / max(1, len(result.eval_curve) - 1),
         "wall_s": time.perf_counter() - wall,
         "cpu_s": time.process_time() - cpu,
     }
@@ -208,12 +225,13 @@ def _resolved(base: TrainConfig, arm: Arm) -> dict[str, Any]:
     return {"admission": config.admission, "budget": config.budget}
 
 
-def write_held_out(path: Path, training: Sequence[str], count: int, *, seed: int = HELD_OUT_SEED) -> Path:
+def write_held_out(path: Path, excluded: Sequence[str], count: int, *, seed: int = HELD_OUT_SEED) -> Path:
     """
-    Write ``count`` distinct demo-family problems whose questions are not in ``training``.
+    Write ``count`` distinct demo-family problems whose questions are not in ``excluded``.
 
-    The problems come from the offline generator with the demo's recipe and another seed; the
-    family has 4,200 distinct questions, so a held-out set of up to about 2,500 fits.
+    The problems come from the offline generator with the demo's recipe and another seed.
+    The family has 4,200 distinct questions (3,000 additions, 1,200 subtractions): exclude
+    few, or the subtractions run out first and the set leans to the harder additions.
 
     Raises:
         ValueError: fewer than ``count`` unseen questions exist.
@@ -222,7 +240,7 @@ def write_held_out(path: Path, training: Sequence[str], count: int, *, seed: int
     from grpo_gsm8k.offline.problems import generate_problems
 
     recipe = {k: v for k, v in DATA_RECIPE.items() if k in ("max_value", "terse")}
-    seen, rows = set(training), []
+    seen, rows = set(excluded), []
     for row in generate_problems(20 * count, seed=seed, kinds=tuple(DATA_RECIPE["kinds"]), **recipe):  # type: ignore[arg-type]
         if row["question"] not in seen:
             seen.add(row["question"])
@@ -246,9 +264,15 @@ def _parser() -> argparse.ArgumentParser:
     names = [arm.name for arm in ARMS]
     parser.add_argument("--arms", default=",".join(names), help=f"comma-separated, of {names}")
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
-    parser.add_argument("--samples", type=int, default=2048, help="generated samples per run")
-    parser.add_argument("--eval-every", type=int, default=512, help="samples between evaluations")
+    parser.add_argument("--samples", type=int, default=3072, help="generated samples per run")
+    parser.add_argument("--eval-every", type=int, default=768, help="samples between evaluations")
     parser.add_argument("--held-out", type=int, default=1000, help="held-out problems")
+    parser.add_argument(
+        "--pool",
+        type=int,
+        default=None,
+        help="training problems, revisited (default: 64 offline, all otherwise)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="runs in parallel (1: in this process)")
     parser.add_argument("--out", default="runs/ablation", help="folder for the report and the runs")
     return parser
@@ -265,6 +289,7 @@ def _base_config(args: argparse.Namespace, rest: list[str]) -> tuple[TrainConfig
         max_samples=args.samples,
         eval_every_samples=args.eval_every,
         eval_problems=args.held_out,
+        max_train_problems=args.pool or (OFFLINE_POOL if offline else config.max_train_problems),
     )
     if not offline or config.eval_dataset:
         return config, {"source": config.eval_dataset or f"{config.dataset} ({config.eval_split})"}
@@ -272,9 +297,11 @@ def _base_config(args: argparse.Namespace, rest: list[str]) -> tuple[TrainConfig
     from grpo_gsm8k.offline.prepare_demo import DEFAULT_CACHE, prepare_demo
 
     prepare_demo(DEFAULT_CACHE)  # the offline config's model and data, built once
-    training = [p.question for p in load_problems(config.dataset, config.subset, config.split)]
-    path = write_held_out(DEFAULT_CACHE / f"held-out-{args.held_out}.jsonl", training, args.held_out)
-    held_out = {"source": str(path), "seed": HELD_OUT_SEED, "disjoint_from_training": True}
+    # Every question the policy was trained on: the warm-start's rows and the pool (its prefix).
+    seen = None if config.max_train_problems is None else max(config.max_train_problems, WARM_START_ROWS)
+    excluded = [p.question for p in load_problems(config.dataset, config.subset, config.split, limit=seen)]
+    path = write_held_out(DEFAULT_CACHE / f"held-out-{args.held_out}-{seen}.jsonl", excluded, args.held_out)
+    held_out = {"source": str(path), "seed": HELD_OUT_SEED, "excluded_training_rows": seen or "all"}
     return attrs.evolve(config, eval_dataset=str(path)), held_out
 
 

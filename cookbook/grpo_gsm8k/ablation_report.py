@@ -25,8 +25,13 @@ def t_quantile(df: int) -> float:
         return math.nan
     if df in _T95:
         return _T95[df]
-    z = 1.959964  # Cornish-Fisher: within 0.002 of the exact value from 10 degrees of freedom on
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    z = 1.959964  # Cornish-Fisher to third order: within 0.001 of the exact value from 10 on
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -36,11 +41,16 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     return {"mean": float(array.mean()), "std": std, "min": float(array.min()), "max": float(array.max())}
 
 
-def _paired(values: Sequence[float]) -> dict[str, float]:
-    """Mean of paired differences with its 95% t interval."""
-    stats = _spread(values)
-    half = t_quantile(len(values) - 1) * stats["std"] / math.sqrt(len(values))
-    return stats | {"ci95_low": stats["mean"] - half, "ci95_high": stats["mean"] + half}
+def _paired(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean of paired differences with its 95% t interval (``None`` from one pair)."""
+    stats: dict[str, float | None] = dict(_spread(values))
+    if len(values) < 2:
+        return stats | {"ci95_low": None, "ci95_high": None}
+    mean, half = (
+        float(stats["mean"]),
+        t_quantile(len(values) - 1) * float(stats["std"]) / math.sqrt(len(values)),
+    )
+    return stats | {"ci95_low": mean - half, "ci95_high": mean + half}
 
 
 def _share(run: Mapping[str, Any], key: str) -> float:
@@ -82,7 +92,9 @@ def summarise_arms(
                 "accuracy_before": mine[0]["accuracy_before"],
                 "accuracy_after": _spread([r["accuracy_after"] for r in mine]),
                 "gain_over_grpo": _paired(paired) if paired and arm != BASELINE else None,
+                "accuracy_curve_mean": _spread([r["accuracy_curve_mean"] for r in mine]),
                 "reward_late": _spread([r["reward_late"] for r in mine]),
+                "train_accuracy_late": _spread([r["train_accuracy_late"] for r in mine]),
                 "dead_share": _spread([_share(r, "trained_dead") for r in mine]),
                 "phantom_share": _spread([_share(r, "trained_phantom") for r in mine]),
                 "phantom_wrong_share": _spread([_share(r, "trained_phantom_wrong") for r in mine]),
@@ -108,20 +120,20 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"{len(setup['seeds'])} seeds per arm, {setup['samples_per_run']} generated samples per run, "
         f"held-out greedy accuracy on {setup['held_out']['problems']} problems (mean ± std over seeds)",
         "",
-        "| arm | held-out acc. | gain over GRPO (paired, 95% CI) | train reward, last quarter "
+        "| arm | held-out acc. at the end | gain over GRPO (paired, 95% CI) "
+        "| held-out acc., mean of checkpoints | train reward, last quarter | train acc., last quarter "
         "| dead share | phantom share | steps | optimizer updates | s/run (CPU) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm in report["arms"]:
         gain = arm["gain_over_grpo"]
-        gain_text = (
-            "—"
-            if gain is None
-            else f"{gain['mean']:+.3f} ({gain['ci95_low']:+.3f} to {gain['ci95_high']:+.3f})"
-        )
+        gain_text = "—" if gain is None else f"{gain['mean']:+.3f}"
+        if gain is not None and gain["ci95_low"] is not None:
+            gain_text += f" ({gain['ci95_low']:+.3f} to {gain['ci95_high']:+.3f})"
         lines.append(
             f"| {labels[arm['arm']]} | {_pm(arm['accuracy_after'])} | {gain_text} "
-            f"| {_pm(arm['reward_late'])} | {_pm(arm['dead_share'], 100, 1)}% "
+            f"| {_pm(arm['accuracy_curve_mean'])} | {_pm(arm['reward_late'])} "
+            f"| {_pm(arm['train_accuracy_late'])} | {_pm(arm['dead_share'], 100, 1)}% "
             f"| {_pm(arm['phantom_share'], 100, 1)}% | {arm['steps']:.1f} | {arm['updates']:.1f} "
             f"| {arm['wall_s']:.0f} ({arm['cpu_s']:.0f}) |"
         )

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from group_admission import AdmissionSession, RejectionReason
+from group_admission import AdmissionSession, PromptHistory, RejectionReason
 from grpo_gsm8k.config import TrainConfig, parse_config
 from grpo_gsm8k.data import (
     Problem,
@@ -53,6 +53,7 @@ from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, 
 from grpo_gsm8k.report import JsonlLog, format_step, format_summary, start_prometheus, summarise, write_plot
 from grpo_gsm8k.rewards import answers_match, extract_answer
 from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
+from grpo_gsm8k.skipping import SkippingStream
 
 __all__ = ["RunResult", "main", "train"]
 
@@ -278,7 +279,7 @@ class _Run:
     model: Any
     tokenizer: Any
     eos: list[int]
-    stream: ProblemStream
+    stream: ProblemStream  # a SkippingStream (also an observer) with skip_prompts
     held_out: list[Problem]
     optimizer: torch.optim.Optimizer
     log: JsonlLog
@@ -335,19 +336,24 @@ def _start(config: TrainConfig, output: Path) -> _Run:
     held_out = config.eval_dataset or config.dataset
     output.mkdir(parents=True, exist_ok=True)
     (output / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    stream = ProblemStream(problems, config.seed)
+    observers = [start_prometheus(config.prometheus_port)] if config.prometheus_port else []
+    if config.skip_prompts:
+        stream = SkippingStream(problems, config.seed, PromptHistory(config.history_config()))
+        observers.append(stream)
     return _Run(
         config=config,
         device=device,
         model=model,
         tokenizer=tokenizer,
         eos=eos_token_ids(tokenizer, model),
-        stream=ProblemStream(problems, config.seed),
+        stream=stream,
         held_out=_load(config, held_out, config.eval_split, config.eval_problems)
         if config.eval_problems
         else [],
         optimizer=torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay),
         log=JsonlLog(output / "steps.jsonl"),
-        observers=[start_prometheus(config.prometheus_port)] if config.prometheus_port else [],
+        observers=observers,
     )
 
 
@@ -355,9 +361,15 @@ def _session(config: TrainConfig) -> AdmissionSession:
     return AdmissionSession(config.admission_config(), budget=config.budget_config(), host="grpo_gsm8k")
 
 
+def _skipped(run: _Run) -> int:
+    """Prompts skipped so far (0 without prompt skipping)."""
+    return run.stream.skipped if isinstance(run.stream, SkippingStream) else 0
+
+
 def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict[str, Any]:
     """Sample one step with the recipe, train on its groups, and return the step's record."""
     config, started = run.config, time.perf_counter()
+    skipped = _skipped(run)
     stopwatch, rounds = Stopwatch(), RoundLog(run.model, version)
     sample = collect_step(
         session,
@@ -380,6 +392,7 @@ def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict
     seconds["step"] = time.perf_counter() - started
     record = step_record(step, sample, rounds, session, update)
     record["seconds"] = seconds
+    record["prompts_skipped"] = _skipped(run) - skipped
     record["admission_share"] = seconds["admission"] / seconds["step"]
     return record
 
