@@ -125,6 +125,7 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
         "exhausted_steps": sum(bool(s["exhausted"]) for s in steps),
         "reward_late": sum(s["reward"] for s in late) / len(late),
         "train_accuracy_late": sum(s["accuracy"] for s in late) / len(late),
+        "completion_tokens_late": sum(s["completion_tokens_mean"] for s in late) / len(late),
         "reward_curve": [[s["samples_total"], s["reward"], s["accuracy"]] for s in steps],
         "eval_curve": result.eval_curve,
         "accuracy_before": result.eval_accuracy.get("before"),

@@ -15,6 +15,8 @@ import numpy as np
 __all__ = ["format_table", "summarise_arms", "t_quantile", "write_plot"]
 
 BASELINE = "grpo"
+_MEANS = ("samples", "tokens", "steps", "updates", "groups_trained", "surplus", "prompts_skipped")
+_MEANS += ("wall_s", "cpu_s")
 # Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in the cookbook).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -98,10 +100,11 @@ def summarise_arms(
                 "dead_share": _spread([_share(r, "trained_dead") for r in mine]),
                 "phantom_share": _spread([_share(r, "trained_phantom") for r in mine]),
                 "phantom_wrong_share": _spread([_share(r, "trained_phantom_wrong") for r in mine]),
-                **{
-                    key: float(np.mean([r[key] for r in mine]))
-                    for key in ("samples", "tokens", "steps", "updates", "groups_trained", "wall_s", "cpu_s")
-                },
+                "completion_tokens_late": _spread([r["completion_tokens_late"] for r in mine]),
+                "informative_trained": float(
+                    np.mean([r["groups_trained"] - r["trained_dead"] - r["trained_phantom"] for r in mine])
+                ),
+                **{key: float(np.mean([r[key] for r in mine])) for key in _MEANS},
                 "curve": _curve(mine, every),
             }
         )
@@ -112,31 +115,45 @@ def _pm(stats: Mapping[str, float], scale: float = 1.0, digits: int = 3) -> str:
     return f"{scale * stats['mean']:.{digits}f} ± {scale * stats['std']:.{digits}f}"
 
 
+def _gain(arm: Mapping[str, Any]) -> str:
+    gain = arm["gain_over_grpo"]
+    if gain is None:
+        return "—"
+    interval = "" if gain["ci95_low"] is None else f" ({gain['ci95_low']:+.3f} to {gain['ci95_high']:+.3f})"
+    return f"{gain['mean']:+.3f}{interval}"
+
+
 def format_table(report: Mapping[str, Any]) -> str:
-    """The markdown table of the arms (mean ± sample std over seeds)."""
+    """Two markdown tables of the arms, what they learned and what they spent (mean ± std over seeds)."""
     setup = report["setup"]
     labels = {arm["name"]: arm["label"] for arm in setup["arms"]}
     lines = [
         f"{len(setup['seeds'])} seeds per arm, {setup['samples_per_run']} generated samples per run, "
         f"held-out greedy accuracy on {setup['held_out']['problems']} problems (mean ± std over seeds)",
         "",
-        "| arm | held-out acc. at the end | gain over GRPO (paired, 95% CI) "
+        "| arm | held-out acc. at the end | gain over plain GRPO (paired, 95% CI) "
         "| held-out acc., mean of checkpoints | train reward, last quarter | train acc., last quarter "
-        "| dead share | phantom share | steps | optimizer updates | s/run (CPU) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| completion tokens, last quarter |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for arm in report["arms"]:
-        gain = arm["gain_over_grpo"]
-        gain_text = "—" if gain is None else f"{gain['mean']:+.3f}"
-        if gain is not None and gain["ci95_low"] is not None:
-            gain_text += f" ({gain['ci95_low']:+.3f} to {gain['ci95_high']:+.3f})"
-        lines.append(
-            f"| {labels[arm['arm']]} | {_pm(arm['accuracy_after'])} | {gain_text} "
-            f"| {_pm(arm['accuracy_curve_mean'])} | {_pm(arm['reward_late'])} "
-            f"| {_pm(arm['train_accuracy_late'])} | {_pm(arm['dead_share'], 100, 1)}% "
-            f"| {_pm(arm['phantom_share'], 100, 1)}% | {arm['steps']:.1f} | {arm['updates']:.1f} "
-            f"| {arm['wall_s']:.0f} ({arm['cpu_s']:.0f}) |"
-        )
+    lines += [
+        f"| {labels[arm['arm']]} | {_pm(arm['accuracy_after'])} | {_gain(arm)} "
+        f"| {_pm(arm['accuracy_curve_mean'])} | {_pm(arm['reward_late'])} "
+        f"| {_pm(arm['train_accuracy_late'])} | {_pm(arm['completion_tokens_late'], digits=2)} |"
+        for arm in report["arms"]
+    ]
+    lines += [
+        "",
+        "| arm | trained groups: dead | phantom | informative (mean) | steps | optimizer updates "
+        "| surplus discarded | prompts skipped | s/run wall (CPU) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {labels[arm['arm']]} | {_pm(arm['dead_share'], 100, 1)}% | {_pm(arm['phantom_share'], 100, 1)}% "
+        f"| {arm['informative_trained']:.1f} | {arm['steps']:.1f} | {arm['updates']:.1f} "
+        f"| {arm['surplus']:.1f} | {arm['prompts_skipped']:.1f} | {arm['wall_s']:.0f} ({arm['cpu_s']:.0f}) |"
+        for arm in report["arms"]
+    ]
     timing = report["timing"]
     before = report["arms"][0]["accuracy_before"] if report["arms"] else math.nan
     lines += [

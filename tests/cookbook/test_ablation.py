@@ -26,7 +26,8 @@ G, TARGET, SAMPLES = 4, 4, 32  # plain GRPO: two steps of 4 groups x 4 samples
 RUN_KEYS = {
     "arm", "seed", "steps", "samples", "tokens", "groups_generated", "groups_trained", "trained_dead",
     "trained_phantom", "trained_phantom_wrong", "prompts_skipped", "rejected", "surplus", "updates",
-    "exhausted_steps", "reward_late", "train_accuracy_late", "reward_curve", "eval_curve", "accuracy_before", "accuracy_after",
+    "exhausted_steps", "reward_late", "train_accuracy_late", "completion_tokens_late",
+    "reward_curve", "eval_curve", "accuracy_before", "accuracy_after",
     "accuracy_curve_mean", "wall_s", "cpu_s",
 }  # fmt: skip
 
@@ -81,7 +82,7 @@ def test_counts_conserve_and_the_x_axis_charges_every_round(smoke: dict[str, Any
     # the run stops at the first step that reaches the budget
     assert totals[-1] >= SAMPLES > (totals[-2] if len(totals) > 1 else 0)
     # evaluated at the start and at each step that passed a multiple of --eval-every (16)
-    crossed = [t for before, t in zip([0, *totals], totals) if t // 16 > before // 16]
+    crossed = [t for before, t in zip([0, *totals[:-1]], totals, strict=True) if t // 16 > before // 16]
     assert [0, *crossed] == [p["samples"] for p in run["eval_curve"]]
 
 
@@ -139,7 +140,9 @@ def test_the_history_section_is_checked_by_name() -> None:
         parse_config(["--history.skip_below", "2"])
 
 
-def test_the_held_out_problems_are_distinct_and_unseen(demo_assets: tuple[Path, Path], tmp_path: Path) -> None:
+def test_the_held_out_problems_are_distinct_and_unseen(
+    demo_assets: tuple[Path, Path], tmp_path: Path
+) -> None:
     data, _ = demo_assets
     training = [p.question for p in load_problems(str(data), "main", "train")]
 
@@ -174,7 +177,9 @@ def test_trained_kinds_tell_dead_from_phantom() -> None:
 
 def test_the_skipping_stream_skips_prompts_seen_dead_and_never_stalls() -> None:
     problems = [Problem(question=f"q{i}", answer="#### 1", gold=1.0) for i in range(4)]
-    history = PromptHistory(PromptHistoryConfig(group_size=4, skip_below=0.5, exploration=0.0, prior=(1.0, 1.0)))
+    history = PromptHistory(
+        PromptHistoryConfig(group_size=4, skip_below=0.5, exploration=0.0, prior=(1.0, 1.0))
+    )
     policy = GroupAdmissionPolicy({"min_reward_std": 1e-6})
     for step in range(3):  # q0 and q1 were all-right three times: informative probability 0.24
         history.observe_batch(["q0", "q1"], policy.evaluate_batch([[1.0] * 4] * 2), step=step)
@@ -193,7 +198,8 @@ def test_the_skipping_stream_skips_prompts_seen_dead_and_never_stalls() -> None:
 def test_paired_gains_and_their_interval() -> None:
     runs = [
         {"arm": arm, "seed": seed, "accuracy_after": acc, "accuracy_before": 0.3, "reward_late": 0.5,
-         "accuracy_curve_mean": acc, "train_accuracy_late": 0.4,
+         "accuracy_curve_mean": acc, "train_accuracy_late": 0.4, "completion_tokens_late": 3.0,
+         "surplus": 0, "prompts_skipped": 0,
          "groups_trained": 10, "trained_dead": 2, "trained_phantom": 1, "trained_phantom_wrong": 1,
          "samples": 64, "tokens": 1, "steps": 2, "updates": 2, "wall_s": 1, "cpu_s": 1,
          "eval_curve": [{"samples": 0, "accuracy": 0.3}, {"samples": 64, "accuracy": acc}]}
