@@ -180,10 +180,18 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
         std = np.array([p["accuracy_std"] for p in curve])
         (line,) = left.plot(x, mean, marker="o", label=labels[arm["arm"]])
         left.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.15)
-        x_reward, reward = _binned_reward(report["runs"], arm["arm"], report["setup"]["eval_every_samples"])
+        setup = report["setup"]
+        x_reward, reward = _binned_reward(
+            report["runs"], arm["arm"], setup["eval_every_samples"], setup["samples_per_run"]
+        )
         right.plot(x_reward, reward, marker=".", color=line.get_color(), label=labels[arm["arm"]])
-    left.set_title(f"held-out greedy accuracy ({report['setup']['held_out']['problems']} problems)")
-    right.set_title("training reward (first round, accuracy + brevity)")
+    seeds = len(report["setup"]["seeds"])
+    left.set_title(
+        f"held-out greedy accuracy ({report['setup']['held_out']['problems']} problems), "
+        f"mean ± std of {seeds} seeds",
+        fontsize=10,
+    )
+    right.set_title("training reward of fresh samples (accuracy + brevity), binned", fontsize=10)
     for axis in (left, right):
         axis.set_xlabel("generated samples")
         axis.grid(alpha=0.3)
@@ -196,13 +204,16 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def _binned_reward(
-    runs: Sequence[Mapping[str, Any]], arm: str, every: int
+    runs: Sequence[Mapping[str, Any]], arm: str, every: int, budget: int
 ) -> tuple[list[float], list[float]]:
-    """Mean training reward per bin of ``every`` samples, over the arm's runs."""
-    bins: dict[int, list[float]] = {}
+    """Mean training reward per bin of ``every`` samples (the overshoot of the last step in the last bin)."""
+    last = max(0, budget // every - 1)
+    bins: dict[int, list[tuple[float, float]]] = {}
     for run in runs:
         if run["arm"] == arm:
             for samples, reward, _ in run["reward_curve"]:
-                bins.setdefault((int(samples) - 1) // every, []).append(reward)
+                bins.setdefault(min(last, (int(samples) - 1) // every), []).append((samples, reward))
     keys = sorted(bins)
-    return [(k + 0.5) * every for k in keys], [float(np.mean(bins[k])) for k in keys]
+    return [float(np.mean([x for x, _ in bins[k]])) for k in keys], [
+        float(np.mean([y for _, y in bins[k]])) for k in keys
+    ]
