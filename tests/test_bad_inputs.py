@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
 from group_admission import (
+    AdmissionSession,
     AdmissionStats,
     CheckpointError,
+    ConfigurationError,
+    DropLimits,
     GroupAdmissionConfig,
+    GroupAdmissionDecision,
     GroupAdmissionPolicy,
+    RejectionReason,
     SamplingBudgetConfig,
     SamplingBudgetController,
     SamplingBudgetState,
+    StepLifecycleError,
+    binomial_groups_needed,
     group_admission_metrics,
+    ngram_jaccard,
 )
 
 P = GroupAdmissionPolicy
@@ -31,6 +42,41 @@ def _state_with_round() -> SamplingBudgetState:
     state = SamplingBudgetState()
     SamplingBudgetController().observe_round(state, [P().evaluate([0, 1])], num_generations=2)
     return state
+
+
+def _yaml(text: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="ga-bad-")) / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def _stepping() -> AdmissionSession:
+    session = AdmissionSession(C(min_reward_std=1e-6))
+    session.begin_step(4)
+    return session
+
+
+def _torch() -> Any:
+    return pytest.importorskip("torch")
+
+
+REJECTED = P(C(min_reward_std=1e-6)).evaluate([1, 1])
+ADMITTED = P().evaluate([0, 1])
+_COUNT_KEYS = (
+    "candidates",
+    "admitted",
+    "external",
+    "exact_dead",
+    "near_tie",
+    "redundant",
+    "reward_rejected",
+    "near_duplicate_rejected",
+    "fallback_admitted",
+)
+
+
+def _stats_dict(**counts: int) -> dict[str, Any]:
+    return {"counts": {**dict.fromkeys(_COUNT_KEYS, 0), **counts}, "external_details": {}}
 
 
 CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
@@ -95,6 +141,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: C(gate_on=[1]),
         TypeError,
         "'gate_on' entries must be non-empty strings (got 1)",
+    ),
+    (
+        "empty gate_on name",
+        lambda: C(gate_on=["accuracy", ""]),
+        ValueError,
+        "'gate_on' entries must be non-empty strings (got '')",
     ),
     (
         "unknown mapping key",
@@ -230,6 +282,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: P().evaluate([0, 1], external_reasons=[3]),
         TypeError,
         "'external_reasons' entries must be non-empty strings (got 3)",
+    ),
+    (
+        "external reason empty",
+        lambda: P().evaluate([0, 1], external_reasons=["stale", ""]),
+        ValueError,
+        "'external_reasons' entries must be non-empty strings (got '')",
     ),
     (
         "scorer out of range",
@@ -477,6 +535,736 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
 ]
 
 
+HUGE = 10**400  # a Python int beyond the float range
+SEVERAL = "0" * 70  # the digits of HUGE that an error message shows
+
+CASES += [
+    # Configs: ints beyond the float range, YAML sections that are not mappings
+    (
+        "huge int threshold",
+        lambda: C(min_reward_std=HUGE),
+        ValueError,
+        f"'min_reward_std' must be finite (got 1{SEVERAL}",
+    ),
+    (
+        "huge int similarity",
+        lambda: C(max_mean_pairwise_similarity=-HUGE),
+        ValueError,
+        f"'max_mean_pairwise_similarity' must be finite (got -1{SEVERAL}",
+    ),
+    (
+        "float ngram size",
+        lambda: C(similarity_ngram_size=1.5),
+        TypeError,
+        "'similarity_ngram_size' must be an integer (got 1.5)",
+    ),
+    (
+        "huge int rate floor",
+        lambda: SamplingBudgetConfig(min_effective_rate=HUGE),
+        ValueError,
+        f"'min_effective_rate' must be finite (got 1{SEVERAL}",
+    ),
+    (
+        "huge int confidence",
+        lambda: SamplingBudgetConfig(confidence=-HUGE),
+        ValueError,
+        f"'confidence' must be finite (got -1{SEVERAL}",
+    ),
+    (
+        "nan confidence",
+        lambda: SamplingBudgetConfig(confidence=math.nan),
+        ValueError,
+        "'confidence' must be finite",
+    ),
+    (
+        "budget unknown mapping key",
+        lambda: SamplingBudgetConfig.from_mapping({"rounds": 1}),
+        ValueError,
+        "unknown key(s) 'rounds' in SamplingBudgetConfig mapping",
+    ),
+    (
+        "yaml section 0",
+        lambda: C.from_yaml(_yaml("policy: 0\n"), key="policy"),
+        ConfigurationError,
+        "must be a mapping (got 0)",
+    ),
+    (
+        "yaml section false",
+        lambda: C.from_yaml(_yaml("policy: false\n"), key="policy"),
+        ConfigurationError,
+        "must be a mapping (got False)",
+    ),
+    (
+        "yaml section empty list",
+        lambda: SamplingBudgetConfig.from_yaml(_yaml("budget: []\n"), key="budget"),
+        ConfigurationError,
+        "must be a mapping (got [] of type list)",
+    ),
+    (
+        "yaml section empty string",
+        lambda: C.from_yaml(_yaml("policy: ''\n"), key="policy"),
+        ConfigurationError,
+        "must be a mapping (got '')",
+    ),
+    (
+        "yaml file a list",
+        lambda: C.from_yaml(_yaml("- 1\n")),
+        ConfigurationError,
+        "must hold a YAML mapping (got [1] of type list)",
+    ),
+    (
+        "yaml key not a string",
+        lambda: C.from_yaml(_yaml("policy: {}\n"), key=3),  # type: ignore[arg-type]
+        TypeError,
+        "'key' must be a string or None (got 3)",
+    ),
+    (
+        "yaml path a file descriptor",
+        lambda: C.from_yaml(0),  # type: ignore[arg-type]
+        TypeError,
+        "'path' must be a file path (got 0)",
+    ),
+    (
+        "yaml bad field",
+        lambda: C.from_yaml(_yaml("min_reward_std: -1\n")),
+        ValueError,
+        "'min_reward_std' must be >= 0 (got -1.0)",
+    ),
+    # evaluate / evaluate_batch: shapes, dtypes, indices
+    (
+        "batch depth-3 list",
+        lambda: P().evaluate_batch([[[0, 1]], [[1, 1]]]),
+        ValueError,
+        "'rewards' must be 2-D: member (0, 0) is itself a sequence ([0, 1] of type list)",
+    ),
+    (
+        "batch depth-3 array",
+        lambda: P().evaluate_batch(np.zeros((2, 1, 2))),
+        ValueError,
+        "'rewards' must be 2-D (got an array of shape (2, 1, 2))",
+    ),
+    (
+        "batch depth-3 composite",
+        lambda: P().evaluate_batch({"a": [[[0, 1]]]}),
+        ValueError,
+        "'rewards['a']' must be 2-D: member (0, 0) is itself a sequence",
+    ),
+    (
+        "batch object array holding a list",
+        lambda: P().evaluate_batch(np.array([[0, [1]]], dtype=object)),
+        ValueError,
+        "'rewards' must be 2-D: member (0, 1) is itself a sequence ([1] of type list)",
+    ),
+    (
+        "complex array",
+        lambda: P().evaluate(np.array([1 + 1j, 0])),
+        TypeError,
+        "'rewards' must hold numbers (got an array of dtype complex128)",
+    ),
+    (
+        "complex tensor",
+        lambda: P().evaluate(_torch().tensor([1 + 1j, 0])),
+        TypeError,
+        "'rewards' must hold numbers (got a tensor of dtype torch.complex64)",
+    ),
+    (
+        "complex tensor batch",
+        lambda: P().evaluate_batch(_torch().tensor([[1 + 1j, 0]])),
+        TypeError,
+        "'rewards' must hold numbers (got a tensor of dtype torch.complex64)",
+    ),
+    (
+        "complex tensor component",
+        lambda: P().evaluate({"a": _torch().tensor([1j, 0j], dtype=_torch().complex128)}),
+        TypeError,
+        "'rewards['a']' must hold numbers (got a tensor of dtype torch.complex128)",
+    ),
+    (
+        "complex array batch",
+        lambda: P().evaluate_batch(np.array([[1j, 0]])),
+        TypeError,
+        "'rewards' must hold numbers (got an array of dtype complex128)",
+    ),
+    (
+        "unhashable group key",
+        lambda: P().evaluate([0, 1], group_key=["q", 1]),  # type: ignore[arg-type]
+        TypeError,
+        "'group_key' must be hashable (got ['q', 1] of type list)",
+    ),
+    (
+        "batch unhashable group key",
+        lambda: P().evaluate_batch([[0, 1], [1, 0]], group_keys=["q", {"id": 1}]),
+        TypeError,
+        "'group_keys' entries must be hashable (got {'id': 1} of type dict)",
+    ),
+    (
+        "scorer beyond the float range",
+        lambda: P(similar, scorer=lambda a, b: HUGE).evaluate([0, 1], ["a", "b"]),
+        ValueError,
+        f"'scorer' must return a finite value in [0, 1] (got 1{SEVERAL}",
+    ),
+    (
+        "external reasons not a sequence",
+        lambda: P().evaluate([0, 1], external_reasons=3),  # type: ignore[arg-type]
+        TypeError,
+        "'external_reasons' must be a sequence of strings (got 3)",
+    ),
+    (
+        "tensor ids length",
+        lambda: P().evaluate([0, 1], rollout_ids=_torch().tensor([1])),
+        ValueError,
+        "'rollout_ids' must have one id per reward (2) (got 1)",
+    ),
+    (
+        "batch ids a string",
+        lambda: P().evaluate_batch(np.zeros((1, 2)), rollout_ids="ab"),
+        TypeError,
+        "'rollout_ids' must be a sequence with one entry per group (got 'ab')",
+    ),
+    (
+        "batch external entry",
+        lambda: P().evaluate_batch(np.zeros((1, 2)), external_reasons=[[3]]),  # type: ignore[list-item]
+        TypeError,
+        "'external_reasons[0]' entries must be non-empty strings (got 3)",
+    ),
+    (
+        "batch completions required",
+        lambda: P(similar).evaluate_batch(np.zeros((1, 2))),
+        ValueError,
+        "'completions' are required when the redundancy gate is on",
+    ),
+    (
+        "batch decision index out of range",
+        lambda: P().evaluate_batch([[0, 1]]).decision(1),
+        IndexError,
+        "'index' must be in [-1, 1) (got 1)",
+    ),
+    (
+        "batch decision index not an int",
+        lambda: P().evaluate_batch([[0, 1]]).decision(0.5),  # type: ignore[arg-type]
+        TypeError,
+        "'index' must be an integer (got 0.5)",
+    ),
+    # GroupAdmissionDecision.from_dict: a decision log record restores or is refused
+    (
+        "decision dict empty",
+        lambda: GroupAdmissionDecision.from_dict({}),
+        CheckpointError,
+        "GroupAdmissionDecision dict is missing key(s) ['reason', 'failed_checks'",
+    ),
+    (
+        "decision dict not a mapping",
+        lambda: GroupAdmissionDecision.from_dict([1]),  # type: ignore[arg-type]
+        CheckpointError,
+        "'data' must be a GroupAdmissionDecision dict (got [1] of type list)",
+    ),
+    (
+        "decision dict unknown key",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "why": 1}),
+        CheckpointError,
+        "GroupAdmissionDecision dict has unknown key(s) ['why']",
+    ),
+    (
+        "decision dict unknown reason",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "reason": "bored"}),
+        CheckpointError,
+        "'reason' must be None or one of 'external', 'exact_dead', 'near_tie', 'redundant' (got 'bored')",
+    ),
+    (
+        "decision dict bad size",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "group_size": "2"}),
+        CheckpointError,
+        "'group_size' must be an integer >= 1 (got '2')",
+    ),
+    (
+        "decision dict bad statistic",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "reward_std": "x"}),
+        CheckpointError,
+        "'reward_std' must be a real number or None (got 'x')",
+    ),
+    (
+        "decision dict checks not strings",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "failed_checks": [1]}),
+        CheckpointError,
+        "'failed_checks' must be a list of strings (got [1] of type list)",
+    ),
+    (
+        "decision dict unhashable key",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "group_key": {"id": 1}}),
+        CheckpointError,
+        "'group_key' must be hashable (got {'id': 1} of type dict)",
+    ),
+    (
+        "decision dict admitted contradicts reason",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "admitted": True}),
+        CheckpointError,
+        "'admitted' (True) contradicts 'reason' ('exact_dead')",
+    ),
+    (
+        "decision dict external without a reason",
+        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "external_reasons": ["stale"]}),
+        CheckpointError,
+        "GroupAdmissionDecision dict is contradictory: reason 'exact_dead' with external_reasons ['stale']",
+    ),
+    (
+        "decision dict admitted with a failed check",
+        lambda: GroupAdmissionDecision.from_dict({**ADMITTED.to_dict(), "failed_checks": ["x"]}),
+        CheckpointError,
+        "GroupAdmissionDecision dict is contradictory: an admitted group with failed_checks ['x']",
+    ),
+    # AdmissionStats
+    (
+        "stats add a hand-made contradiction",
+        lambda: AdmissionStats().add(attrs.evolve(REJECTED, reason=RejectionReason.EXTERNAL)),
+        ValueError,
+        "'decisions' must hold decisions a policy could take "
+        "(got reason 'external' with external_reasons [])",
+    ),
+    (
+        "stats add junk",
+        lambda: AdmissionStats().add(3),  # type: ignore[arg-type]
+        TypeError,
+        "'decision' must be a GroupAdmissionDecision (got 3)",
+    ),
+    (
+        "stats add int fallback",
+        lambda: AdmissionStats().add(REJECTED, fallback_admitted=2),  # type: ignore[arg-type]
+        TypeError,
+        "'fallback_admitted' must be a bool (got 2)",
+    ),
+    (
+        "stats add_many not iterable",
+        lambda: AdmissionStats().add_many(3),  # type: ignore[arg-type]
+        TypeError,
+        "'decisions' must be an iterable of GroupAdmissionDecision objects or a BatchAdmissionResult (got 3)",
+    ),
+    (
+        "metrics not iterable",
+        lambda: group_admission_metrics(None),  # type: ignore[arg-type]
+        TypeError,
+        "'decisions' must be an iterable of GroupAdmissionDecision objects or a BatchAdmissionResult "
+        "(got None)",
+    ),
+    (
+        "stats fallback count a float",
+        lambda: AdmissionStats().record_fallback(1.5),  # type: ignore[arg-type]
+        TypeError,
+        "'count' must be an integer (got 1.5)",
+    ),
+    (
+        "stats fallback count negative",
+        lambda: AdmissionStats().record_fallback(-1),
+        ValueError,
+        "'count' must be >= 0 (got -1)",
+    ),
+    (
+        "stats difference junk",
+        lambda: AdmissionStats().difference(3),  # type: ignore[arg-type]
+        TypeError,
+        "'earlier' must be an AdmissionStats (got 3)",
+    ),
+    (
+        "stats difference from a later snapshot",
+        lambda: AdmissionStats().difference(AdmissionStats.from_dict(_stats_dict(candidates=1, admitted=1))),
+        ValueError,
+        "'earlier' is not an earlier snapshot of these counts (a count went down: candidates from 1 to 0)",
+    ),
+    (
+        "stats dict not a mapping",
+        lambda: AdmissionStats.from_dict([]),  # type: ignore[arg-type]
+        CheckpointError,
+        "'data' must be a mapping with a 'counts' mapping (got [] of type list)",
+    ),
+    (
+        "stats dict unknown key",
+        lambda: AdmissionStats.from_dict({**AdmissionStats().to_dict(), "extra": 1}),
+        CheckpointError,
+        "'data' has unknown key(s) ['extra']",
+    ),
+    (
+        "stats details a list",
+        lambda: AdmissionStats.from_dict({**AdmissionStats().to_dict(), "external_details": [1]}),
+        CheckpointError,
+        "'external_details' must be a mapping of reason to count (got [1] of type list)",
+    ),
+    (
+        "stats details zero",
+        lambda: AdmissionStats.from_dict(
+            {"counts": _stats_dict(candidates=1, external=1)["counts"], "external_details": {"x": 0}}
+        ),
+        CheckpointError,
+        "'external_details' must map strings to positive integers (got 'x': 0)",
+    ),
+    (
+        "stats details without an external group",
+        lambda: AdmissionStats.from_dict({**AdmissionStats().to_dict(), "external_details": {"x": 1}}),
+        CheckpointError,
+        "external_details (1 reasons) do not match external (0 groups)",
+    ),
+    (
+        "stats bool count",
+        lambda: AdmissionStats.from_dict(_stats_dict(candidates=True)),
+        CheckpointError,
+        "'counts.candidates' must be a non-negative integer (got True)",
+    ),
+    # binomial_groups_needed
+    (
+        "binomial rate zero",
+        lambda: binomial_groups_needed(3, 0.0, 0.9),
+        ValueError,
+        "'rate' must be in (0, 1] (got 0.0)",
+    ),
+    (
+        "binomial rate nan",
+        lambda: binomial_groups_needed(3, math.nan, 0.9),
+        ValueError,
+        "'rate' must be in (0, 1] (got nan)",
+    ),
+    (
+        "binomial rate a string",
+        lambda: binomial_groups_needed(3, "0.5", 0.9),  # type: ignore[arg-type]
+        TypeError,
+        "'rate' must be a real number (got '0.5')",
+    ),
+    (
+        "binomial confidence above one",
+        lambda: binomial_groups_needed(3, 0.5, 1.5),
+        ValueError,
+        "'confidence' must be in (0, 1) (got 1.5)",
+    ),
+    (
+        "binomial confidence nan",
+        lambda: binomial_groups_needed(3, 0.5, math.nan),
+        ValueError,
+        "'confidence' must be in (0, 1) (got nan)",
+    ),
+    (
+        "binomial negative remaining",
+        lambda: binomial_groups_needed(-1, 0.5, 0.9),
+        ValueError,
+        "'remaining' must be >= 0 (got -1)",
+    ),
+    (
+        "binomial float remaining",
+        lambda: binomial_groups_needed(1.5, 0.5, 0.9),  # type: ignore[arg-type]
+        TypeError,
+        "'remaining' must be an integer (got 1.5)",
+    ),
+    # SamplingBudgetController and SamplingBudgetState
+    (
+        "can_generate zero groups",
+        lambda: SamplingBudgetController().can_generate(
+            SamplingBudgetState(), 0, target_groups=1, num_generations=1
+        ),
+        ValueError,
+        "'groups' must be >= 1 (got 0)",
+    ),
+    (
+        "can_generate wrong state",
+        lambda: SamplingBudgetController().can_generate({}, target_groups=1, num_generations=1),  # type: ignore[arg-type]
+        TypeError,
+        "'state' must be a SamplingBudgetState (got {} of type dict)",
+    ),
+    (
+        "plan wrong state",
+        lambda: SamplingBudgetController().plan_resampling(None, target_groups=1, num_generations=1),  # type: ignore[arg-type]
+        TypeError,
+        "'state' must be a SamplingBudgetState (got None)",
+    ),
+    (
+        "plan tokens a string",
+        lambda: SamplingBudgetController().plan_resampling(
+            SamplingBudgetState(),
+            target_groups=1,
+            num_generations=2,
+            estimated_tokens_per_group="9",  # type: ignore[arg-type]
+        ),
+        TypeError,
+        "'estimated_tokens_per_group' must be a real number (got '9')",
+    ),
+    (
+        "plan tokens nan",
+        lambda: SamplingBudgetController().plan_resampling(
+            SamplingBudgetState(), target_groups=1, num_generations=2, estimated_tokens_per_group=math.nan
+        ),
+        ValueError,
+        "'estimated_tokens_per_group' must be a finite number > 0 (got nan)",
+    ),
+    (
+        "observe samples and generations",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), [], num_generations=1, generated_samples=1
+        ),
+        TypeError,
+        "exactly one of 'num_generations' and 'generated_samples' must be given (got 1 and 1)",
+    ),
+    (
+        "observe fewer samples than groups",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), [REJECTED] * 2, generated_samples=1
+        ),
+        ValueError,
+        "'generated_samples' must be >= the round's groups (2) (got 1)",
+    ),
+    (
+        "state negative field",
+        lambda: SamplingBudgetState(sampling_rounds=-1),
+        ValueError,
+        "'sampling_rounds' must be >= 0 (got -1)",
+    ),
+    (
+        "state rate a string",
+        lambda: SamplingBudgetState(effective_rate_ema="0.5"),  # type: ignore[arg-type]
+        TypeError,
+        "'effective_rate_ema' must be None or a real number (got '0.5')",
+    ),
+    (
+        "state dict not a mapping",
+        lambda: SamplingBudgetState.from_dict([]),  # type: ignore[arg-type]
+        CheckpointError,
+        "'data' must be a SamplingBudgetState dict (got [] of type list)",
+    ),
+    (
+        "state dict bool count",
+        lambda: SamplingBudgetState.from_dict({**_state_with_round().to_dict(), "sampling_rounds": True}),
+        CheckpointError,
+        "'sampling_rounds' must be an integer (got True)",
+    ),
+    (
+        "state dict rate lost",
+        lambda: SamplingBudgetState.from_dict({**_state_with_round().to_dict(), "effective_rate_ema": None}),
+        CheckpointError,
+        "effective_rate_ema is None after 1 generated group(s)",
+    ),
+    (
+        "state dict samples without a round",
+        lambda: SamplingBudgetState.from_dict({**SamplingBudgetState().to_dict(), "generated_samples": 4}),
+        CheckpointError,
+        "samples or tokens were generated in 0 sampling_rounds",
+    ),
+    # AdmissionSession
+    (
+        "session policy junk",
+        lambda: AdmissionSession(3),  # type: ignore[arg-type]
+        TypeError,
+        "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None (got 3)",
+    ),
+    (
+        "session budget junk",
+        lambda: AdmissionSession(budget=3),  # type: ignore[arg-type]
+        TypeError,
+        "'budget' must be a SamplingBudgetController, a SamplingBudgetConfig, a mapping or None (got 3)",
+    ),
+    (
+        "session limits junk",
+        lambda: AdmissionSession(limits=3),  # type: ignore[arg-type]
+        TypeError,
+        "'limits' must be a DropLimits, a mapping or None (got 3)",
+    ),
+    (
+        "session host junk",
+        lambda: AdmissionSession(host=3),  # type: ignore[arg-type]
+        TypeError,
+        "'host' must be a string (got 3)",
+    ),
+    (
+        "session judge no rewards",
+        lambda: AdmissionSession().judge([]),
+        ValueError,
+        "'rewards' must hold at least one member (got 0)",
+    ),
+    (
+        "session judge negative tokens",
+        lambda: AdmissionSession().judge([0, 1], generated_tokens=-1),
+        ValueError,
+        "'generated_tokens' must be >= 0 (got -1)",
+    ),
+    (
+        "session judge float step",
+        lambda: AdmissionSession().judge([0, 1], step=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "'step' must be an int, a str or None (got 1.5)",
+    ),
+    (
+        "session judge_batch 1-D",
+        lambda: AdmissionSession().judge_batch(np.zeros(3)),
+        ValueError,
+        "'rewards' must be 2-D (got an array of shape (3,))",
+    ),
+    (
+        "session judge_batch float tokens",
+        lambda: AdmissionSession().judge_batch(np.zeros((1, 2)), generated_tokens=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "'generated_tokens' must be an integer (got 1.5)",
+    ),
+    (
+        "session record junk",
+        lambda: AdmissionSession().record(3),  # type: ignore[arg-type]
+        TypeError,
+        "'decision' must be a GroupAdmissionDecision (got 3)",
+    ),
+    (
+        "session record zero samples",
+        lambda: AdmissionSession().record(REJECTED, samples=0),
+        ValueError,
+        "'samples' must be >= 1 (got 0)",
+    ),
+    (
+        "session fallback without rejections",
+        lambda: AdmissionSession().record_fallback(1),
+        ValueError,
+        "'count' would make fallback_admitted exceed the rejected groups (0 + 1 > 0)",
+    ),
+    (
+        "session fallback a float",
+        lambda: AdmissionSession().record_fallback(1.5),  # type: ignore[arg-type]
+        TypeError,
+        "'count' must be an integer (got 1.5)",
+    ),
+    (
+        "session negative target",
+        lambda: AdmissionSession().begin_step(-1),
+        ValueError,
+        "'target_groups' must be >= 0 (got -1)",
+    ),
+    (
+        "session string target",
+        lambda: AdmissionSession().begin_step("4"),  # type: ignore[arg-type]
+        TypeError,
+        "'target_groups' must be an integer (got '4')",
+    ),
+    (
+        "session plan before a step",
+        lambda: AdmissionSession().plan(),
+        StepLifecycleError,
+        "call begin_step(target_groups) before plan()",
+    ),
+    (
+        "session plan zero generations",
+        lambda: _stepping().plan(num_generations=0),
+        ValueError,
+        "'num_generations' must be >= 1 (got 0)",
+    ),
+    (
+        "session can_launch before a step",
+        lambda: AdmissionSession().can_launch(),
+        StepLifecycleError,
+        "call begin_step(target_groups) before can_launch()",
+    ),
+    (
+        "session can_launch zero groups",
+        lambda: _stepping().can_launch(0),
+        ValueError,
+        "'groups' must be >= 1 (got 0)",
+    ),
+    (
+        "session can_launch negative in flight",
+        lambda: _stepping().can_launch(in_flight=-1),
+        ValueError,
+        "'in_flight' must be >= 0 (got -1)",
+    ),
+    (
+        "session end_step before a step",
+        lambda: AdmissionSession().end_step(),
+        StepLifecycleError,
+        "call begin_step(target_groups) before end_step()",
+    ),
+    (
+        "session state empty",
+        lambda: AdmissionSession().load_state_dict({}),
+        CheckpointError,
+        "cannot restore the session: missing key(s) ['format'",
+    ),
+    (
+        "session state not a mapping",
+        lambda: AdmissionSession().load_state_dict(3),  # type: ignore[arg-type]
+        CheckpointError,
+        "cannot restore the session: the state must be a mapping from state_dict() (got 3)",
+    ),
+    (
+        "session state of another config",
+        lambda: AdmissionSession().load_state_dict(_stepping().state_dict()),
+        CheckpointError,
+        "it was saved under a different policy configuration",
+    ),
+    # DropLimits
+    (
+        "limits ratio above one",
+        lambda: DropLimits(max_rejection_ratio=1.5),
+        ValueError,
+        "'max_rejection_ratio' must be in [0, 1] (got 1.5)",
+    ),
+    (
+        "limits huge int ratio",
+        lambda: DropLimits(max_rejection_ratio=HUGE),
+        ValueError,
+        f"'max_rejection_ratio' must be in [0, 1] (got 1{SEVERAL}",
+    ),
+    (
+        "limits ratio a string",
+        lambda: DropLimits(max_rejection_ratio="0.5"),  # type: ignore[arg-type]
+        TypeError,
+        "'max_rejection_ratio' must be a real number (got '0.5')",
+    ),
+    (
+        "limits negative count",
+        lambda: DropLimits(max_rejected_groups=-1),
+        ValueError,
+        "'max_rejected_groups' must be >= 0 (got -1)",
+    ),
+    (
+        "limits unknown scope",
+        lambda: DropLimits(scope="epoch"),  # type: ignore[arg-type]
+        ValueError,
+        "'scope' must be one of 'step', 'run' (got 'epoch')",
+    ),
+    (
+        "limits forceable not names",
+        lambda: DropLimits(forceable_external=[1]),  # type: ignore[list-item]
+        TypeError,
+        "'forceable_external' must be a list of external reason names (got (1,))",
+    ),
+    (
+        "limits zero streak",
+        lambda: DropLimits(max_consecutive_failed_groups=0),
+        ValueError,
+        "'max_consecutive_failed_groups' must be >= 1 (got 0)",
+    ),
+    (
+        "limits unknown mapping key",
+        lambda: DropLimits.from_mapping({"ratio": 0.5}),
+        ValueError,
+        "unknown key(s) 'ratio' in DropLimits mapping",
+    ),
+    # ngram_jaccard
+    ("ngram n zero", lambda: ngram_jaccard("a b", "c d", n=0), ValueError, "'n' must be >= 1 (got 0)"),
+    (
+        "ngram n a float",
+        lambda: ngram_jaccard("a b", "c d", n=1.5),  # type: ignore[arg-type]
+        TypeError,
+        "'n' must be an integer (got 1.5)",
+    ),
+    (
+        "ngram n a bool",
+        lambda: ngram_jaccard("a b", "c d", n=True),
+        TypeError,
+        "'n' must be an integer (got True)",
+    ),
+    (
+        "ngram first text None",
+        lambda: ngram_jaccard(None, "a"),  # type: ignore[arg-type]
+        TypeError,
+        "'a' must be a string (got None)",
+    ),
+    (
+        "ngram second text a number",
+        lambda: ngram_jaccard("a", 3),  # type: ignore[arg-type]
+        TypeError,
+        "'b' must be a string (got 3)",
+    ),
+]
+
+
 @pytest.mark.parametrize(("name", "call", "error", "message"), CASES, ids=[c[0] for c in CASES])
 def test_bad_input_raises_a_clear_error(
     name: str, call: Callable[[], Any], error: type[Exception], message: str
@@ -507,3 +1295,123 @@ def test_yaml_errors_name_the_file(tmp_path: Path) -> None:
         C.from_yaml(nested, key="policy")
     with pytest.raises(FileNotFoundError):
         C.from_yaml(tmp_path / "absent.yaml")
+
+
+STD = P(C(min_reward_std=1e-6))
+BY_ACCURACY = P(C(min_reward_std=1e-6, gate_on=["accuracy"]))
+
+# Data that arrives during training: never an exception, either admitted or rejected as
+# ``external`` with the named details (``()`` means admitted).
+DATA_PROBLEMS: list[tuple[str, Callable[[], GroupAdmissionDecision], tuple[str, ...]]] = [
+    ("huge int member", lambda: STD.evaluate([HUGE, 0]), ("non_finite_reward",)),
+    ("huge negative int in a tuple", lambda: STD.evaluate((0, -HUGE)), ("non_finite_reward",)),
+    (
+        "huge int in an object array",
+        lambda: STD.evaluate(np.array([HUGE, 0], dtype=object)),
+        ("non_finite_reward",),
+    ),
+    ("huge int component", lambda: STD.evaluate({"a": [HUGE, 0]}), ("non_finite_reward",)),
+    ("fraction beyond the float range", lambda: STD.evaluate([Fraction(HUGE, 3), 0]), ("non_finite_reward",)),
+    ("huge int batch", lambda: STD.evaluate_batch([[HUGE, 0], [0, 1]]).decision(0), ("non_finite_reward",)),
+    (
+        "huge int beside None in a batch",
+        lambda: STD.evaluate_batch([[HUGE, None]]).decision(0),
+        ("missing_reward", "non_finite_reward"),
+    ),
+    (
+        "masked member",
+        lambda: STD.evaluate(np.ma.masked_array([1.0, 0.0, 5.0], mask=[False, False, True])),
+        ("missing_reward",),
+    ),
+    (
+        "masked int member",
+        lambda: STD.evaluate(np.ma.masked_array([1, 0], mask=[False, True])),
+        ("missing_reward",),
+    ),
+    (
+        "masked batch member",
+        lambda: STD.evaluate_batch(
+            np.ma.masked_array([[1.0, 0.0], [0.0, 1.0]], mask=[[0, 1], [0, 0]])
+        ).decision(0),
+        ("missing_reward",),
+    ),
+    (
+        "unmasked row of a masked batch",
+        lambda: STD.evaluate_batch(
+            np.ma.masked_array([[1.0, 0.0], [0.0, 1.0]], mask=[[0, 1], [0, 0]])
+        ).decision(1),
+        (),
+    ),
+    ("std overflows", lambda: STD.evaluate([1e308, -1e308]), ("reward_overflow",)),
+    (
+        "std overflows in a batch",
+        lambda: STD.evaluate_batch([[1e308, -1e308]]).decision(0),
+        ("reward_overflow",),
+    ),
+    ("mean overflows", lambda: P().evaluate([1.7e308, 1.7e308, 1.0]), ("reward_overflow",)),
+    (
+        "gated sum overflows",
+        lambda: P().evaluate({"a": [1.7e308, 1.7e308], "b": [1.7e308, 1.7e308]}),
+        ("reward_overflow",),
+    ),
+    (
+        "gated sum overflows in a batch",
+        lambda: P().evaluate_batch({"a": [[1.7e308, 1.7e308]], "b": [[1.7e308, 1.7e308]]}).decision(0),
+        ("reward_overflow",),
+    ),
+    ("largest finite rewards", lambda: STD.evaluate([1e308, 1e308]), None),  # exact_dead, no overflow
+    (
+        "None in an ungated component",
+        lambda: BY_ACCURACY.evaluate({"accuracy": [0, 1], "length": [None, 0.5]}),
+        (),
+    ),
+    (
+        "None in an ungated component of a batch",
+        lambda: BY_ACCURACY.evaluate_batch({"accuracy": [[0, 1]], "length": [[None, 0.5]]}).decision(0),
+        (),
+    ),
+    (
+        "None in the gated component",
+        lambda: BY_ACCURACY.evaluate({"accuracy": [None, 1], "length": [0.1, 0.5]}),
+        ("missing_reward",),
+    ),
+    (
+        "NaN then None across components",
+        lambda: P().evaluate({"a": [math.nan, 1.0], "b": [None, 1.0]}),
+        ("missing_reward", "non_finite_reward"),
+    ),
+    (
+        "NaN then None across components of a batch",
+        lambda: P().evaluate_batch({"a": [[math.nan, 1.0]], "b": [[None, 1.0]]}).decision(-1),
+        ("missing_reward", "non_finite_reward"),
+    ),
+    (
+        "one member without its completion",
+        lambda: P(similar).evaluate([1.0], [None]),
+        ("missing_completion",),
+    ),
+    (
+        "one member without its completion in a batch",
+        lambda: P(similar).evaluate_batch([[1.0]], [[None]]).decision(-1),
+        ("missing_completion",),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "details"), DATA_PROBLEMS, ids=[c[0] for c in DATA_PROBLEMS])
+def test_bad_data_is_admitted_or_rejected_as_external_never_raised(
+    name: str, call: Callable[[], GroupAdmissionDecision], details: tuple[str, ...] | None
+) -> None:
+    decision = call()
+
+    if details is None:  # a gate decides, not a data problem
+        assert () == decision.external_reasons
+        assert not decision.admitted
+        return
+    assert details == decision.external_reasons
+    assert decision.admitted == (details == ())
+    if details:
+        assert "external" == decision.reason
+    if "reward_overflow" in details:
+        assert math.isnan(decision.reward_mean)
+        assert math.isnan(decision.reward_std)

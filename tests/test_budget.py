@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from group_admission import (
     AdmissionStats,
+    CheckpointError,
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
     ResamplePlan,
@@ -471,3 +473,185 @@ def test_golden_trace(name: str) -> None:
         path.write_text(json.dumps(actual, indent=1) + "\n")
 
     assert json.loads(path.read_text()) == actual
+
+
+# -- checkpoints: every reachable state round-trips; a corruption is refused --------------
+_rounds = st.lists(
+    st.tuples(
+        st.integers(0, 6),  # admitted
+        st.integers(0, 6),  # rejected
+        st.one_of(st.none(), st.integers(0, 10)),  # extra samples beyond one per group
+        st.integers(0, 500),  # tokens
+    ),
+    max_size=5,
+)
+_STATE_KEYS = tuple(SamplingBudgetState().to_dict())
+
+
+def _reachable_state(
+    carried: list[tuple[int, int, int | None, int]], rounds: list[Any]
+) -> SamplingBudgetState:
+    ctl = controller(effective_rate_ema_alpha=0.3)
+    previous = ctl.new_state()
+    for admitted, rejected, _, tokens in carried:
+        ctl.observe_round(previous, decisions(admitted, rejected), num_generations=2, generated_tokens=tokens)
+    state = ctl.new_state(carry_rate_from=previous)
+    for admitted, rejected, extra, tokens in rounds:
+        if extra is None:
+            ctl.observe_round(
+                state, decisions(admitted, rejected), num_generations=3, generated_tokens=tokens
+            )
+        else:
+            samples = admitted + rejected + extra
+            ctl.observe_round(
+                state, decisions(admitted, rejected), generated_samples=samples, generated_tokens=tokens
+            )
+    return state
+
+
+def _consistent(data: dict[str, Any]) -> bool:
+    """The documented relations of a budget state, restated independently of the library."""
+    if set(data) != set(_STATE_KEYS):
+        return False
+    counts = {key: value for key, value in data.items() if key != "effective_rate_ema"}
+    if not all(type(value) is int and value >= 0 for value in counts.values()):
+        return False
+    ema = data["effective_rate_ema"]
+    if ema is not None and (type(ema) not in (int, float) or not 0.0 <= ema <= 1.0):
+        return False
+    return (
+        data["admitted_groups"] + data["rejected_groups"] == data["generated_groups"]
+        and data["generated_samples"] >= data["generated_groups"]
+        and (data["sampling_rounds"] > 0 or not (data["generated_samples"] or data["generated_tokens"]))
+        and (ema is not None or data["generated_groups"] == 0)
+    )
+
+
+@given(carried=_rounds, rounds=_rounds)
+def test_every_reachable_state_round_trips_through_json(carried: list[Any], rounds: list[Any]) -> None:
+    state = _reachable_state(carried, rounds)
+
+    assert _consistent(state.to_dict())
+    assert state == SamplingBudgetState.from_dict(json.loads(json.dumps(state.to_dict())))
+
+
+@given(carried=_rounds, rounds=_rounds, key=st.sampled_from([*_STATE_KEYS, "extra_key"]), data=st.data())
+def test_a_corrupted_state_restores_exactly_or_is_refused(
+    carried: list[Any], rounds: list[Any], key: str, data: st.DataObject
+) -> None:
+    state = _reachable_state(carried, rounds).to_dict()
+    old = state.get(key)
+    neighbours = [old - 1, old + 1] if type(old) is int else [0, 1]
+    value = data.draw(
+        st.one_of(
+            st.sampled_from(neighbours),
+            st.sampled_from([None, True, 1.0, 0.5, 1.5, math.nan, "3", [], 2**70]),
+            st.integers(-2, 40),
+        )
+    )
+    if data.draw(st.booleans(), label="delete") and key in state:
+        del state[key]
+    else:
+        state[key] = value
+
+    if _consistent(state):
+        assert state == SamplingBudgetState.from_dict(state).to_dict()
+    else:
+        with pytest.raises(CheckpointError):
+            SamplingBudgetState.from_dict(state)
+
+
+# -- planning is bounded for every legal input ----------------------------------------------
+@pytest.mark.timeout(5)  # a hang guard, not a performance assertion
+@pytest.mark.parametrize("target", [16, 10**6])
+def test_confidence_planning_with_a_tiny_rate_floor_returns_at_once(target: int) -> None:
+    ctl = controller(
+        max_extra_groups=10**12, max_resample_rounds=3, min_effective_rate=1e-9, mode="confidence"
+    )
+    state = ctl.new_state()
+    ctl.observe_round(state, decisions(0, 8), num_generations=4)
+
+    plan = ctl.plan_resampling(state, target_groups=target, num_generations=4)
+
+    cap = target + 10**12 - 8
+    assert target / 1e-9 <= plan.requested_groups
+    assert min(plan.requested_groups, cap) == plan.extra_groups
+    assert (("extra_group_budget",) if plan.requested_groups >= cap else ()) == plan.limited_by
+
+
+@pytest.mark.timeout(5)
+def test_huge_caps_and_a_tiny_token_estimate_do_not_overflow() -> None:
+    ctl = controller(
+        max_extra_groups=10**400, max_resample_rounds=1, max_total_tokens=10**400, max_total_samples=10**400
+    )
+    state = ctl.new_state()
+    ctl.observe_round(state, decisions(0, 4), num_generations=2, generated_tokens=7)
+
+    plan = ctl.plan_resampling(
+        state, target_groups=10**300, num_generations=2, estimated_tokens_per_group=1e-300
+    )
+    fits = ctl.can_generate(
+        state, 10**200, target_groups=8, num_generations=2, estimated_tokens_per_group=1e-300
+    )
+
+    assert plan.extra_groups == plan.requested_groups == math.ceil(Fraction(10**300) / Fraction(0.05))
+    assert () == plan.limited_by
+    assert fits
+
+
+def test_the_token_cap_is_exact_for_huge_budgets() -> None:
+    ctl = controller(max_extra_groups=10**30, max_resample_rounds=1, max_total_tokens=3 * 10**25 + 2)
+    state = ctl.new_state()
+    ctl.observe_round(state, decisions(0, 1), num_generations=1, generated_tokens=2)
+
+    plan = ctl.plan_resampling(state, target_groups=10**29, num_generations=1, estimated_tokens_per_group=3)
+
+    assert 10**25 == plan.extra_groups
+    assert ("token_budget",) == plan.limited_by
+
+
+def _exact_tail(n: int, rate: float, remaining: int) -> float:
+    """P[Binomial(n, rate) >= remaining], term by term (in log space, so that large n stay finite)."""
+    log_p, log_q = math.log(rate), math.log1p(-rate)
+    head = math.lgamma(n + 1)
+    return math.fsum(
+        math.exp(head - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q)
+        for k in range(remaining, n + 1)
+    )
+
+
+@given(
+    remaining=st.integers(1, 40),
+    rate=st.sampled_from([0.05, 0.1, 0.3, 0.5, 0.77, 0.95]),
+    confidence=st.sampled_from([0.01, 0.3, 0.5, 0.9, 0.99, 0.999]),
+)
+def test_small_targets_get_the_exact_smallest_n(remaining: int, rate: float, confidence: float) -> None:
+    n = binomial_groups_needed(remaining, rate, confidence)
+
+    assert _exact_tail(n, rate, remaining) >= confidence - 1e-12
+    assert n == remaining or _exact_tail(n - 1, rate, remaining) < confidence + 1e-12
+
+
+def test_numpy_integers_are_counts_and_stay_plain_ints() -> None:
+    np = pytest.importorskip("numpy")
+    ctl = controller(max_extra_groups=8, max_resample_rounds=2)
+    state = ctl.new_state()
+
+    ctl.observe_round(state, decisions(1, 3), num_generations=np.int64(2), generated_tokens=np.int32(40))
+    plan = ctl.plan_resampling(state, target_groups=np.int64(4), num_generations=np.int64(2))
+
+    assert json.loads(json.dumps(state.to_dict())) == state.to_dict()
+    assert json.loads(json.dumps(plan.to_dict())) == plan.to_dict()
+    assert {int} == {type(v) for k, v in state.to_dict().items() if k != "effective_rate_ema"}
+    assert binomial_groups_needed(np.int64(3), np.float32(0.5), 0.9) == binomial_groups_needed(3, 0.5, 0.9)
+
+
+@pytest.mark.parametrize("remaining", [70, 150, 400, 1500])
+@pytest.mark.parametrize("rate", [0.02, 0.05, 0.3, 0.5, 0.8])
+def test_large_targets_stay_close_to_the_exact_smallest_n(remaining: int, rate: float) -> None:
+    from group_admission._planning import _exact
+
+    for confidence in (0.01, 0.5, 0.9, 0.999999):
+        exact = _exact(remaining, rate, confidence)
+
+        assert abs(binomial_groups_needed(remaining, rate, confidence) - exact) <= 1

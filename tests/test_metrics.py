@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import socket
 import sys
+import threading
+from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from group_admission import (
     AdmissionStats,
+    CheckpointError,
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
     group_admission_metrics,
@@ -61,8 +69,6 @@ def test_metrics_of_nothing_are_zeros() -> None:
 
 
 def test_batch_results_count_like_their_decisions() -> None:
-    import numpy as np
-
     rewards = np.array([[0, 1], [1, 1], [0.5, 0.51], [np.nan, 0]])
     batch = POLICY.evaluate_batch(rewards, [DIFF] * 4)
 
@@ -183,3 +189,171 @@ def test_all_reduce_sums_across_two_gloo_processes() -> None:
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("gloo over tcp is not set up for Windows here")
+
+
+# -- checkpoints: what the stats write, they read back; a corruption is refused --------
+_POLICY = GroupAdmissionPolicy(
+    GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.05, max_mean_pairwise_similarity=0.7)
+)
+_MENU = round_of_decisions()
+_REJECTED = [d for d in _MENU if not d.admitted]
+_COUNT_KEYS = tuple(AdmissionStats().to_dict()["counts"])
+_REASONS = ("external", "exact_dead", "near_tie", "redundant")
+
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, len(_MENU) - 1), st.booleans()),
+        st.tuples(st.just("add_many"), st.lists(st.integers(0, len(_MENU) - 1), max_size=5), st.booleans()),
+        st.tuples(st.just("batch"), st.lists(st.sampled_from([0, 1, 2, 3]), min_size=1, max_size=5)),
+        st.tuples(st.just("fallback"), st.integers(0, 3)),
+        st.tuples(st.just("merge"), st.integers(0, len(_MENU) - 1)),
+    ),
+    max_size=12,
+)
+_BATCH_ROWS = ([0.0, 1.0], [1.0, 1.0], [0.5, 0.51], [math.nan, 1.0])
+
+
+def _reachable(operations: list[tuple[Any, ...]]) -> AdmissionStats:
+    """Counts built only through the public updates."""
+    stats = AdmissionStats()
+    for op in operations:
+        kind = op[0]
+        if kind == "add":
+            decision = _MENU[op[1]]
+            stats.add(decision, fallback_admitted=op[2] and not decision.admitted)
+        elif kind == "add_many":
+            picked = [_MENU[i] for i in op[1]]
+            fallback = op[2] and all(not d.admitted for d in picked)
+            stats.add_many(picked, fallback_admitted=fallback)
+        elif kind == "batch":
+            stats.add_many(
+                _POLICY.evaluate_batch(np.array([_BATCH_ROWS[i] for i in op[1]]), [DIFF] * len(op[1]))
+            )
+        elif kind == "fallback":
+            stats.record_fallback(min(op[1], stats.rejected - stats.fallback_admitted))
+        else:
+            other = AdmissionStats()
+            other.add(_MENU[op[1]])
+            stats = stats.merge(other)
+    return stats
+
+
+def _conserves(data: dict[str, Any]) -> bool:
+    """The documented relations of a stats snapshot, restated independently of the library."""
+    counts, details = data.get("counts"), data.get("external_details", {})
+    if (
+        set(data) - {"counts", "external_details"}
+        or not isinstance(counts, dict)
+        or set(counts) != set(_COUNT_KEYS)
+    ):
+        return False
+    if not all(type(v) is int and v >= 0 for v in counts.values()):
+        return False
+    if not isinstance(details, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 1 for k, v in details.items()
+    ):
+        return False
+    rejected = sum(counts[reason] for reason in _REASONS)
+    total = sum(details.values())
+    return (
+        counts["candidates"] == counts["admitted"] + rejected
+        and counts["near_tie"] <= counts["reward_rejected"] <= rejected  # exact_dead may carry a host check
+        and counts["redundant"] <= counts["near_duplicate_rejected"] <= rejected
+        and counts["fallback_admitted"] <= rejected
+        and total >= counts["external"]
+        and (total == 0 or counts["external"] > 0)
+    )
+
+
+_corruption_values = st.one_of(
+    st.integers(-2, 12), st.sampled_from([None, True, False, 1.0, "3", [], {}, 2**70])
+)
+
+
+@given(operations=_operations)
+def test_reachable_stats_round_trip_through_json_pickle_and_deepcopy(
+    operations: list[tuple[Any, ...]],
+) -> None:
+    stats = _reachable(operations)
+
+    restored = AdmissionStats.from_dict(json.loads(json.dumps(stats.to_dict())))
+
+    assert stats == restored
+    assert stats.metrics() == restored.metrics()
+    assert stats == pickle.loads(pickle.dumps(stats))
+    assert stats == copy.deepcopy(stats)
+
+
+@given(operations=_operations, data=st.data())
+def test_a_corrupted_stats_snapshot_restores_exactly_or_is_refused(
+    operations: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    snapshot = _reachable(operations).to_dict()
+    section = data.draw(st.sampled_from(["counts", "external_details"]))
+    keys = (
+        [*sorted(snapshot[section]), "stale", "new_reason"]
+        if section == "external_details"
+        else list(_COUNT_KEYS)
+    )
+    key = data.draw(st.sampled_from(keys))
+    if data.draw(st.booleans(), label="delete") and key in snapshot[section]:
+        del snapshot[section][key]
+    else:
+        snapshot[section][key] = data.draw(_corruption_values, label="value")
+
+    if _conserves(snapshot):
+        assert snapshot == AdmissionStats.from_dict(snapshot).to_dict()
+    else:
+        with pytest.raises(CheckpointError):
+            AdmissionStats.from_dict(snapshot)
+
+
+def test_a_copy_is_independent_and_keeps_working() -> None:
+    stats = AdmissionStats()
+    stats.add_many(round_of_decisions())
+
+    twin, clone = copy.deepcopy(stats), pickle.loads(pickle.dumps(stats))
+    twin.add(round_of_decisions()[0])
+    clone.record_fallback(1)
+
+    assert 7 == stats.candidates
+    assert 0 == stats.fallback_admitted
+    assert (8, 1) == (twin.candidates, clone.fallback_admitted)
+
+
+def test_numpy_bools_are_fallback_flags_and_other_values_are_not() -> None:
+    stats = AdmissionStats()
+    rejected = round_of_decisions()[1]
+
+    stats.add(rejected, fallback_admitted=np.bool_(True))
+
+    assert 1 == stats.fallback_admitted
+    for flag in (2, 1, None, "yes", np.int64(1)):
+        with pytest.raises(TypeError, match="'fallback_admitted' must be a bool"):
+            stats.add(rejected, fallback_admitted=flag)  # type: ignore[arg-type]
+
+
+def test_rejected_is_never_read_half_updated() -> None:
+    admitted = round_of_decisions()[0]
+    stats = AdmissionStats()
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            stats.add(admitted)
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        seen.extend(stats.rejected for _ in range(20_000))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+
+    assert {0} == set(seen)

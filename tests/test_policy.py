@@ -178,12 +178,16 @@ class TestDataProblems:
 
         assert ("missing_reward", "non_finite_reward") == decision.external_reasons
 
-    def test_a_non_finite_ungated_component_still_rejects(self) -> None:
-        rewards = {"accuracy": [0, 1], "brevity": [0.5, math.nan]}
+    def test_only_the_gated_components_data_problems_reject(self) -> None:
+        # A component outside gate_on may be None (or NaN) for members it does not apply to.
+        ungated = {"accuracy": [0, 1], "brevity": [0.5, math.nan], "format": [None, 1.0]}
+        gated = {"accuracy": [0, math.nan], "brevity": [0.5, 0.5]}
 
-        decision = policy(gate_on=["accuracy"]).evaluate(rewards)
-
-        assert ("non_finite_reward",) == decision.external_reasons
+        assert policy(gate_on=["accuracy"]).evaluate(ungated).admitted
+        assert ("non_finite_reward",) == policy(gate_on=["accuracy"]).evaluate(gated).external_reasons
+        assert ("missing_reward", "non_finite_reward") == GroupAdmissionPolicy().evaluate(
+            ungated
+        ).external_reasons
 
     def test_missing_completion_with_the_redundancy_gate_is_external(self) -> None:
         decision = policy(max_mean_pairwise_similarity=0.9).evaluate([0, 1], completions=["a b c", None])
@@ -309,3 +313,44 @@ def test_evaluate_batch_accepts_torch_tensors() -> None:
 
     assert ["exact_dead", "near_tie"] == from_numpy.reasons()[1:]
     assert from_numpy.reasons() == from_torch.reasons()
+
+
+def test_a_list_of_tensors_and_fractions_are_rewards_too() -> None:
+    torch = pytest.importorskip("torch")
+    from fractions import Fraction
+
+    p = policy(min_reward_std=1e-6)
+    rows = [[0.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
+
+    from_tensors = p.evaluate_batch([torch.tensor(row) for row in rows])
+
+    assert [p.evaluate(row).to_dict() for row in rows] == [d.to_dict() for d in from_tensors]
+    assert p.evaluate([Fraction(1, 2), Fraction(1, 4)]).reward_mean == 0.375
+
+
+def test_torch_rollout_ids_keep_their_integer_dtype() -> None:
+    torch = pytest.importorskip("torch")
+    big = 2**53  # float64 cannot tell big from big + 1
+    ids = torch.tensor([[big, big + 1, big]], dtype=torch.int64)
+    p = policy(min_reward_std=1e-6)
+
+    batch = p.evaluate_batch([[0.0, 1.0, 0.0]], rollout_ids=ids).decision(0)
+    single = p.evaluate([0.0, 1.0, 0.0], rollout_ids=ids[0])
+
+    assert 2 == batch.unique_rollouts
+    assert batch.to_dict() == single.to_dict()
+
+
+def test_rejections_log_through_a_stdlib_logger(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    p = GroupAdmissionPolicy(GroupAdmissionConfig(min_reward_std=1e-6), logger=logging.getLogger("ga.test"))
+
+    with caplog.at_level(logging.INFO, logger="ga.test"):
+        p.evaluate([1, 1], group_key="q1")
+        p.evaluate([0, 1], group_key="q2")
+        p.evaluate_batch([[2, 2], [0, 1]], group_keys=["q3", "q4"])
+
+    assert ["q1", "q3"] == [record.group_admission["group_key"] for record in caplog.records]
+    assert all(record.getMessage().startswith("group_rejected {") for record in caplog.records)
+    assert "exact_dead" == caplog.records[0].group_admission["reason"]

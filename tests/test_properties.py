@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import random
 import threading
+from typing import Any
 
 import numpy as np
 from hypothesis import given
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 from group_admission import (
     AdmissionStats,
     GroupAdmissionConfig,
+    GroupAdmissionDecision,
     GroupAdmissionPolicy,
     RejectionReason,
     group_admission_metrics,
@@ -197,3 +201,102 @@ def test_counts_conserve_under_concurrent_thread_and_asyncio_updates() -> None:
     assert 6 * 600 + 4 * 300 == stats.candidates
     assert stats.candidates == stats.admitted + stats.exact_dead + stats.external
     assert stats.admitted == stats.exact_dead == stats.external
+
+
+# Values that exercise every data path: ordinary, exact ties, None, non-finite, values whose
+# statistics overflow float64, and Python ints beyond the float range.
+_ELEMENTS = st.one_of(
+    st.sampled_from([0.0, 1.0, 0.5, 0.25]),
+    st.sampled_from([None, math.nan, math.inf, -math.inf]),
+    st.sampled_from([1e308, -1e308, 1.7e308, 10**400, -(10**400)]),
+    st.floats(-10, 10, allow_nan=False),
+)
+_TEXTS = st.sampled_from(["add the numbers", "carry the one", "answer is 4", "answer is 4", None])
+_REASONS = st.sampled_from([(), ("stale",), "timeout", ("missing_reward", "stale"), ("missing_completion",)])
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> dict[str, Any]:
+    """A batch of groups and the per-group arguments, in every form evaluate_batch takes."""
+    groups, size = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+
+    def matrix(elements: st.SearchStrategy[Any]) -> list[list[Any]]:
+        row = st.lists(elements, min_size=size, max_size=size)
+        return draw(st.lists(row, min_size=groups, max_size=groups))
+
+    composite = draw(st.booleans())
+    if composite:
+        gate_on = draw(st.sampled_from([None, ["accuracy"], ["accuracy", "length"]]))
+        rewards: Any = {"accuracy": matrix(_ELEMENTS), "length": matrix(_ELEMENTS)}
+    else:
+        gate_on, rewards = None, matrix(_ELEMENTS)
+    similarity = draw(st.sampled_from([None, 0.3, 0.9]))
+    with_texts = similarity is not None or draw(st.booleans())
+    return {
+        "config": GroupAdmissionConfig(
+            min_reward_std=draw(st.sampled_from([0.0, 1e-6, 0.3])),
+            min_reward_range=draw(st.sampled_from([0.0, 0.5])),
+            min_nontrivial_advantages=draw(st.integers(0, 2)),
+            max_mean_pairwise_similarity=similarity,
+            gate_on=gate_on,
+        ),
+        "rewards": rewards,
+        "completions": matrix(_TEXTS) if with_texts else None,
+        "rollout_ids": matrix(st.sampled_from([0, 1, 2, None])) if draw(st.booleans()) else None,
+        "external_reasons": draw(st.none() | st.lists(_REASONS, min_size=groups, max_size=groups)),
+        "group_keys": draw(
+            st.none()
+            | st.just([f"g{row}" for row in range(groups)])
+            | st.just([("prompt", row, (row, "turn")) for row in range(groups)])
+        ),
+    }
+
+
+@given(batch=_batches())
+def test_evaluate_batch_agrees_with_evaluate_row_by_row_on_every_input_kind(batch: dict[str, Any]) -> None:
+    policy = GroupAdmissionPolicy(batch["config"])
+    rewards = batch["rewards"]
+    groups = len(next(iter(rewards.values())) if isinstance(rewards, dict) else rewards)
+
+    def row_of(value: Any, row: int) -> Any:
+        return None if value is None else value[row]
+
+    result = policy.evaluate_batch(
+        rewards,
+        batch["completions"],
+        external_reasons=batch["external_reasons"],
+        rollout_ids=batch["rollout_ids"],
+        group_keys=batch["group_keys"],
+    )
+    singles = [
+        policy.evaluate(
+            {name: column[row] for name, column in rewards.items()}
+            if isinstance(rewards, dict)
+            else rewards[row],
+            row_of(batch["completions"], row),
+            external_reasons=row_of(batch["external_reasons"], row) or (),
+            rollout_ids=row_of(batch["rollout_ids"], row),
+            group_key=row_of(batch["group_keys"], row),
+        )
+        for row in range(groups)
+    ]
+
+    for row, single in enumerate(singles):
+        assert single.to_dict() == result.decision(row).to_dict()
+        assert single.to_dict() == result.decision(row - groups).to_dict()  # negative indices
+    assert [d.primary_rejection_reason for d in singles] == result.primary_reasons()
+    counted, from_batch = AdmissionStats(), AdmissionStats()
+    counted.add_many(singles)
+    from_batch.add_many(result)
+    assert counted == from_batch
+
+
+@given(batch=_batches())
+def test_every_decision_round_trips_through_its_json_dict(batch: dict[str, Any]) -> None:
+    policy = GroupAdmissionPolicy(batch["config"])
+
+    for decision in policy.evaluate_batch(
+        batch["rewards"], batch["completions"], group_keys=batch["group_keys"]
+    ).decisions():
+        data = json.loads(json.dumps(decision.to_dict(), allow_nan=False))
+        assert decision.to_dict() == GroupAdmissionDecision.from_dict(data).to_dict()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import ngram_jaccard
+from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy, ngram_jaccard
 from group_admission._similarity import pairwise_similarities
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -72,3 +72,27 @@ def test_the_tokeniser_is_the_documented_regex() -> None:
     from group_admission._similarity import _TOKEN
 
     assert TOKEN.pattern == _TOKEN.pattern
+
+
+@given(group=st.lists(texts, min_size=2, max_size=5), n=st.integers(1, 60))
+def test_an_n_beyond_the_token_count_matches_the_reference(group: list[str], n: int) -> None:
+    upper = np.triu_indices(len(group), 1)
+    expected = [ngram_jaccard(group[i], group[j], n) for i, j in zip(*upper, strict=True)]
+
+    assert expected == pairwise_similarities(group, n).tolist()
+
+
+@pytest.mark.timeout(5)  # a hang guard, not a performance assertion
+@pytest.mark.parametrize("n", [400, 10**9])
+def test_a_huge_ngram_size_is_bounded_by_the_text(n: int) -> None:
+    words = [f"w{i % 97}" for i in range(1000)]
+    group = [" ".join(words), " ".join(words[:999]), " ".join(words), " ".join(reversed(words))]
+    policy = GroupAdmissionPolicy(
+        GroupAdmissionConfig(max_mean_pairwise_similarity=0.5, similarity_ngram_size=n)
+    )
+
+    got = pairwise_similarities(group, n).tolist()
+    decision = policy.evaluate([0, 1, 0, 1], group)
+
+    assert [ngram_jaccard(group[i], group[j], n) for i, j in zip(*np.triu_indices(4, 1), strict=True)] == got
+    assert decision.mean_pairwise_similarity == pytest.approx(sum(got) / 6)

@@ -17,7 +17,6 @@ from ._budget import (
     SamplingBudgetConfig,
     SamplingBudgetController,
     SamplingBudgetState,
-    binomial_groups_needed,
 )
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
@@ -33,6 +32,7 @@ from ._history import PromptEstimate, PromptHistory, PromptPicks, informative_pr
 from ._history_config import PromptHistoryConfig
 from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
+from ._planning import binomial_groups_needed
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason

@@ -15,6 +15,7 @@ from ._decision import GroupAdmissionDecision
 from ._gates import batch_reward_failures, batch_reward_statistics
 from ._inputs import (
     check_completions,
+    check_group_keys,
     check_rollout_ids,
     completions_required_message,
     external_reason_tuple,
@@ -28,12 +29,13 @@ from ._reasons import (
     CHECK_MISSING_COMPLETION,
     CHECK_MISSING_REWARD,
     CHECK_NON_FINITE_REWARD,
+    CHECK_REWARD_OVERFLOW,
     CHECK_SIMILARITY,
     REASONS_BY_CODE,
     REWARD_CHECK_BITS,
     RejectionReason,
 )
-from ._rewards import coerce_batch, is_torch_tensor, to_numpy
+from ._rewards import coerce_batch, is_torch_tensor
 from ._similarity import pairwise_similarities
 from ._validation import describe
 
@@ -102,8 +104,21 @@ class BatchAdmissionResult:
         return self.primary_reasons()
 
     def decision(self, index: int) -> GroupAdmissionDecision:
-        """The decision on group ``index`` (negative indices count from the end)."""
-        index = range(len(self))[index]  # normalises negatives; IndexError when out of range
+        """
+        The decision on group ``index`` (negative indices count from the end).
+
+        Raises:
+            TypeError: ``index`` is not an integer.
+            IndexError: ``index`` is out of range.
+        """
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            msg = f"'index' must be an integer (got {describe(index)})"
+            raise TypeError(msg)
+        groups = len(self)
+        if not -groups <= index < groups:
+            msg = f"'index' must be in [-{groups}, {groups}) (got {index})"
+            raise IndexError(msg)
+        index = int(index) % groups  # the external reasons are keyed by the non-negative index
         flags = int(self.check_flags[index])
         external = self.external_reasons.get(index, ())
         return GroupAdmissionDecision(
@@ -193,9 +208,16 @@ def _reward_gate(
     if not len(valid):
         return
     whole = len(valid) == len(gated)
-    mean, std, spread, nontrivial, scale = batch_reward_statistics(
+    mean, std, spread, nontrivial, scale, overflow = batch_reward_statistics(
         gated if whole else gated[valid], config.advantage_tolerance
     )
+    if overflow.any():
+        # As ``judge_group`` does: NaN statistics, no gate checks, an external detail.
+        for row in valid[overflow].tolist():
+            columns.external.setdefault(row, []).append(CHECK_REWARD_OVERFLOW)
+        keep = ~overflow
+        valid, nontrivial = valid[keep], nontrivial[keep]
+        mean, std, spread, scale = mean[keep], std[keep], spread[keep], scale[keep]
     columns.mean[valid], columns.std[valid], columns.spread[valid] = mean, std, spread
     columns.nontrivial[valid] = nontrivial
     for check, mask in batch_reward_failures(config, std, spread, nontrivial, scale).items():
@@ -232,7 +254,8 @@ def _similarity_gate(
 def _repeated_id_rows(rollout_ids: Any, groups: int, size: int) -> dict[int, list[Hashable]]:
     """The rows whose rollout ids repeat (segments of one rollout), with their ids."""
     if is_torch_tensor(rollout_ids):
-        rollout_ids = to_numpy(rollout_ids)
+        # ``tolist`` keeps integer ids exact; float64 would merge ids above 2**53.
+        rollout_ids = rollout_ids.tolist()
     rows: dict[int, list[Hashable]] = {}
     for row, ids_row in enumerate(_per_group(rollout_ids, groups, "rollout_ids")):
         ids = check_rollout_ids(ids_row, size)
@@ -255,6 +278,8 @@ def evaluate_batch(
     gated, missing, non_finite = coerce_batch(rewards, config.gate_on)
     groups, size = gated.shape
     keys = None if group_keys is None else tuple(_per_group(group_keys, groups, "group_keys"))
+    if keys is not None:
+        check_group_keys(keys, "group_keys")
     caller = None if external_reasons is None else _per_group(external_reasons, groups, "external_reasons")
     texts: list[list[str | None]] | None = None
     if completions is not None:

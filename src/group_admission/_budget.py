@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeAlias
@@ -14,6 +13,13 @@ from ._decision import GroupAdmissionDecision
 from ._exceptions import CheckpointError
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
 from ._metrics import AdmissionStats
+from ._planning import (
+    binomial_groups_needed,
+    check_tokens_per_group,
+    groups_expected,
+    groups_within,
+    positive_int,
+)
 from ._validation import (
     as_float,
     as_int,
@@ -32,7 +38,6 @@ __all__ = [
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
-    "binomial_groups_needed",
 ]
 
 #: Why a plan is what it is: the target is met, or a cap binds.
@@ -130,7 +135,10 @@ class SamplingBudgetConfig:
 def _check_ema(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"'{attribute.name}' must be None or a real number (got {describe(value)})"
+        raise TypeError(msg)
+    if not 0.0 <= value <= 1.0:
         msg = f"'{attribute.name}' must be None or a number in [0, 1] (got {describe(value)})"
         raise ValueError(msg)
 
@@ -171,7 +179,8 @@ class SamplingBudgetState:
         Raises:
             CheckpointError: a key is missing or unknown, a value is invalid, or the
                 counters contradict each other (admitted + rejected != generated groups,
-                fewer samples than groups, groups without a round).
+                fewer samples than groups, samples or tokens without a round, groups
+                without a rate estimate).
         """
         if not isinstance(data, Mapping):
             msg = f"'data' must be a SamplingBudgetState dict (got {describe(data)})"
@@ -201,8 +210,11 @@ class SamplingBudgetState:
             return (
                 f"generated_samples ({self.generated_samples}) < generated_groups ({self.generated_groups})"
             )
-        if self.sampling_rounds == 0 and (self.generated_groups or self.generated_tokens):
-            return "groups or tokens were generated in 0 sampling_rounds"
+        if self.sampling_rounds == 0 and (self.generated_samples or self.generated_tokens):
+            return "samples or tokens were generated in 0 sampling_rounds"
+        if self.effective_rate_ema is None and self.generated_groups:
+            # Every round with a group sets the rate; losing it would plan at a rate of 1.
+            return f"effective_rate_ema is None after {self.generated_groups} generated group(s)"
         return None
 
 
@@ -238,48 +250,6 @@ class ResamplePlan:
         return data
 
 
-def _log_binomial_tail(n: int, p: float, r: int) -> float:
-    """P[Binomial(n, p) >= r], summed in log space over the shorter side."""
-    if r <= 0:
-        return 1.0
-    if r > n:
-        return 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    log_choose = math.lgamma(n + 1)
-
-    def pmf(k: int) -> float:
-        return math.exp(
-            log_choose - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
-        )
-
-    if r > n * p:
-        return min(1.0, math.fsum(pmf(k) for k in range(r, n + 1)))
-    return max(0.0, 1.0 - math.fsum(pmf(k) for k in range(r)))
-
-
-def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> int:
-    """
-    The smallest ``n`` with ``P[Binomial(n, rate) >= remaining] >= confidence``.
-
-    .. versionadded:: 0.1.0
-    """
-    if remaining <= 0:
-        return 0
-    if rate >= 1.0:
-        return remaining
-    low, high = remaining, max(remaining, math.ceil(remaining / rate))
-    while _log_binomial_tail(high, rate, remaining) < confidence:
-        low, high = high, high * 2
-    # The tail grows with n, so bisect for the smallest n that reaches the confidence.
-    while low < high:
-        middle = (low + high) // 2
-        if _log_binomial_tail(middle, rate, remaining) >= confidence:
-            high = middle
-        else:
-            low = middle + 1
-    return high
-
-
 def _round_counts(observation: Observation) -> tuple[int, int]:
     """Return ``(candidates, admitted)`` of one round's observation."""
     if isinstance(observation, AdmissionStats):
@@ -300,28 +270,6 @@ def _round_counts(observation: Observation) -> tuple[int, int]:
         candidates += 1
         admitted += decision.admitted
     return candidates, admitted
-
-
-def _positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
-    """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < (0 if allow_zero else 1):
-        msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
-        raise ValueError(msg)
-    return value
-
-
-def _check_tokens_per_group(value: object) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        msg = f"'estimated_tokens_per_group' must be a finite number > 0 (got {describe(value)})"
-        raise ValueError(msg)
 
 
 class SamplingBudgetController:
@@ -399,11 +347,13 @@ class SamplingBudgetController:
                 f"(got {describe(num_generations)} and {describe(generated_samples)})"
             )
             raise TypeError(msg)
-        _positive_int(generated_tokens, "generated_tokens", allow_zero=True)
+        generated_tokens = positive_int(generated_tokens, "generated_tokens", allow_zero=True)
         candidates, admitted = _round_counts(decisions_or_stats)
         if generated_samples is None:
-            generated_samples = candidates * _positive_int(num_generations, "num_generations")
-        elif _positive_int(generated_samples, "generated_samples", allow_zero=True) < candidates:
+            generated_samples = candidates * positive_int(num_generations, "num_generations")
+        elif (generated_samples := positive_int(generated_samples, "generated_samples", allow_zero=True)) < (
+            candidates
+        ):
             msg = (
                 f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
             )
@@ -437,9 +387,9 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        _positive_int(target_groups, "target_groups", allow_zero=True)
-        _positive_int(num_generations, "num_generations")
-        _check_tokens_per_group(estimated_tokens_per_group)
+        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = positive_int(num_generations, "num_generations")
+        check_tokens_per_group(estimated_tokens_per_group)
         config = self._config
         remaining = max(0, target_groups - state.admitted_groups)
         ema = state.effective_rate_ema
@@ -460,7 +410,7 @@ class SamplingBudgetController:
                 exhausted=True,
                 limited_by=("resample_round_budget",),
             )
-        requested = max(remaining, math.ceil(remaining / rate))
+        requested = groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
         caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
@@ -499,10 +449,10 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        _positive_int(groups, "groups")
-        _positive_int(target_groups, "target_groups", allow_zero=True)
-        _positive_int(num_generations, "num_generations")
-        _check_tokens_per_group(estimated_tokens_per_group)
+        groups = positive_int(groups, "groups")
+        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
+        num_generations = positive_int(num_generations, "num_generations")
+        check_tokens_per_group(estimated_tokens_per_group)
         rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
         if new_round and not rounds_left:
             return False
@@ -528,10 +478,11 @@ class SamplingBudgetController:
             caps["sample_budget"] = (
                 max(0, config.max_total_samples - state.generated_samples) // num_generations
             )
-        tokens_per_group = estimated_tokens_per_group
-        if tokens_per_group is None and state.generated_groups and state.generated_tokens:
-            tokens_per_group = state.generated_tokens / state.generated_groups
-        if config.max_total_tokens is not None and tokens_per_group is not None:
+        if config.max_total_tokens is not None:
             left = max(0, config.max_total_tokens - state.generated_tokens)
-            caps["token_budget"] = math.floor(left / tokens_per_group)
+            if estimated_tokens_per_group is not None:
+                caps["token_budget"] = groups_within(left, estimated_tokens_per_group)
+            elif state.generated_groups and state.generated_tokens:
+                # The observed mean tokens per group, as a fraction: left * groups // tokens.
+                caps["token_budget"] = left * state.generated_groups // state.generated_tokens
         return caps

@@ -45,7 +45,7 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
     for name in value:
         if not isinstance(name, str) or not name:
             msg = f"'{attribute.name}' entries must be non-empty strings (got {describe(name)})"
-            raise TypeError(msg)
+            raise ValueError(msg) if isinstance(name, str) else TypeError(msg)
     if len(set(value)) != len(value):
         msg = f"'{attribute.name}' must not repeat a component (got {list(value)!r})"
         raise ValueError(msg)
@@ -75,11 +75,16 @@ class GroupAdmissionConfig:
         advantage_tolerance: Deviation from the mean that counts as a non-trivial advantage.
         max_mean_pairwise_similarity: Reject when the mean pairwise similarity of the
             completions exceeds this value (in ``[0, 1]``). ``None`` turns the gate off.
-        similarity_ngram_size: Token n-gram size of the default Jaccard scorer.
+        similarity_ngram_size: Token n-gram size of the default Jaccard scorer. A
+            completion with fewer tokens is one gram of all its tokens, so a huge n
+            compares whole completions; the cost does not grow with n.
         gate_on: For composite rewards (a mapping of component name to values), the
             components whose sum the reward gate measures. ``None`` measures the sum of all
             components. Gate on the outcome component (e.g. ``["accuracy"]``) so that a
-            shaping term cannot make an all-wrong group look informative.
+            shaping term cannot make an all-wrong group look informative. Only the gated
+            components' data problems (``None`` or non-finite values) make a group
+            ``external``: a component outside ``gate_on`` may be ``None`` for members it
+            does not apply to. Structural mistakes raise for every component.
 
     .. versionadded:: 0.1.0
     """
@@ -126,7 +131,13 @@ class GroupAdmissionConfig:
         """
         Build a config from a YAML file, optionally from the mapping under ``key``.
 
-        Needs PyYAML: ``pip install 'group-admission[yaml]'``.
+        An empty file, a missing ``key`` and a ``key`` set to null give the defaults. Needs
+        PyYAML: ``pip install 'group-admission[yaml]'``.
+
+        Raises:
+            ConfigurationError: the file is not valid YAML, or what should be a mapping
+                (the file, the section under ``key``) is not one.
+            TypeError, ValueError: a field is invalid, as in :meth:`from_mapping`.
         """
         return cls.from_mapping(load_yaml_mapping(path, key=key))
 

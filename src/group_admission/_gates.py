@@ -3,6 +3,12 @@ The reward gate, written once for a single group (pure Python) and once for a ba
 
 Both compute the same IEEE operations in the same order (left-to-right sums from 0.0,
 then ``sqrt``), so ``evaluate_batch`` agrees with ``evaluate`` bit for bit.
+
+Finite rewards can still overflow float64 on the way: a range beyond the largest float
+(``[1e308, -1e308]``), squares above about ``1e154``, or a composite whose summed
+components overflow. Both paths then report the group as overflowing instead of returning
+infinite or NaN statistics, and the policy rejects it as ``external`` (``reward_overflow``):
+a trainer normalising such rewards would overflow in the same way.
 """
 
 from __future__ import annotations
@@ -31,13 +37,17 @@ REL_TOL = 1e-12
 Stats = tuple[float, float, float, int, float]
 
 
-def reward_statistics(values: Sequence[float], tolerance: float) -> Stats:
-    """Return ``(mean, population std, range, non-trivial count, scale)`` of finite values."""
+def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None:
+    """
+    Return ``(mean, population std, range, non-trivial count, scale)`` of finite values.
+
+    ``None`` when a statistic overflows float64.
+    """
     lo, hi = min(values), max(values)
     scale = max(abs(lo), abs(hi))
     if lo == hi:
         # Identical rewards: report exact zeros, never the rounding residue of a mean.
-        return lo, 0.0, 0.0, 0, scale
+        return (lo, 0.0, 0.0, 0, scale) if math.isfinite(lo) else None
     total = 0.0
     for value in values:
         total += value
@@ -49,7 +59,11 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats:
         squares += deviation * deviation
         if abs(deviation) > tolerance:
             nontrivial += 1
-    return mean, math.sqrt(squares / len(values)), hi - lo, nontrivial, scale
+    std, spread = math.sqrt(squares / len(values)), hi - lo
+    # An overflowing sum makes the mean infinite and the squares infinite or NaN.
+    if not (math.isfinite(std) and math.isfinite(spread)):
+        return None
+    return mean, std, spread, nontrivial, scale
 
 
 def reward_failures(
@@ -87,14 +101,26 @@ _BLOCK = 2048
 
 def batch_reward_statistics(
     rewards: FloatArray, tolerance: float
-) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray]:
+) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray, npt.NDArray[np.bool_]]:
     """
     Row-wise :func:`reward_statistics` of a ``(groups, members)`` array of finite groups.
 
-    Sums run member by member over whole columns of a block of groups (a members-major
-    copy), which is the scalar loop's left-to-right order for every group at once. numpy's
-    own ``sum`` would reduce a contiguous axis pairwise and differ in the last bits.
+    Returns the five statistics and the mask of groups whose statistics overflow (where
+    :func:`reward_statistics` returns ``None``). Sums run member by member over whole
+    columns of a block of groups (a members-major copy), which is the scalar loop's
+    left-to-right order for every group at once. numpy's own ``sum`` would reduce a
+    contiguous axis pairwise and differ in the last bits.
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below
+        mean, std, spread, nontrivial, scale = _blocked_statistics(rewards, tolerance)
+    # Identical infinite sums leave a NaN range; any other overflow an infinite or NaN std.
+    overflow: npt.NDArray[np.bool_] = ~(np.isfinite(std) & np.isfinite(spread))
+    return mean, std, spread, nontrivial, scale, overflow
+
+
+def _blocked_statistics(
+    rewards: FloatArray, tolerance: float
+) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray]:
     groups, members = rewards.shape
     mean, std, spread, scale = (np.empty(groups) for _ in range(4))
     nontrivial = np.empty(groups, dtype=np.int64)

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 
 from ._config import GroupAdmissionConfig
+from ._rewards import is_torch_tensor
 from ._validation import describe
 
 __all__ = [
     "check_completions",
+    "check_group_keys",
     "check_rollout_ids",
     "completions_required_message",
     "external_reason_tuple",
@@ -40,7 +42,7 @@ def external_reason_tuple(reasons: Sequence[str] | str | None, name: str) -> tup
     for reason in reasons:
         if not isinstance(reason, str) or not reason:
             msg = f"'{name}' entries must be non-empty strings (got {describe(reason)})"
-            raise TypeError(msg)
+            raise ValueError(msg) if isinstance(reason, str) else TypeError(msg)
     return tuple(dict.fromkeys(reasons))
 
 
@@ -59,12 +61,41 @@ def check_completions(completions: Any, size: int) -> list[str | None]:
     return list(completions)
 
 
+def check_group_keys(keys: tuple[Any, ...], name: str) -> None:
+    """Require hashable group keys (``name`` is ``group_key`` or ``group_keys``): decisions are hashable."""
+    try:
+        hash(keys)  # one call for the whole tuple: the common case costs nothing per key
+    except TypeError:
+        culprit = next(key for key in keys if _unhashable(key))
+        what = f"'{name}' entries" if name.endswith("s") else f"'{name}'"
+        msg = f"{what} must be hashable (got {describe(culprit)})"
+        raise TypeError(msg) from None
+
+
+def _unhashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return True
+    return False
+
+
 def check_rollout_ids(rollout_ids: Any, size: int) -> list[Hashable]:
-    """Validate rollout ids: one hashable id per member (``None`` is a rollout of its own)."""
-    if isinstance(rollout_ids, (str, bytes)) or not isinstance(rollout_ids, (Sequence, np.ndarray)):
+    """
+    Validate rollout ids: one hashable id per member (``None`` is a rollout of its own).
+
+    numpy arrays and torch tensors are read with ``tolist``, which keeps integer ids exact.
+    """
+    if is_torch_tensor(rollout_ids) or isinstance(rollout_ids, np.ndarray):
+        ids = rollout_ids.tolist()
+    elif isinstance(rollout_ids, (str, bytes)) or not isinstance(rollout_ids, Sequence):
         msg = f"'rollout_ids' must be a sequence with one id per member (got {describe(rollout_ids)})"
         raise TypeError(msg)
-    ids = rollout_ids.tolist() if isinstance(rollout_ids, np.ndarray) else list(rollout_ids)
+    else:
+        ids = list(rollout_ids)
+    if not isinstance(ids, list):  # a 0-D array or tensor
+        msg = f"'rollout_ids' must be a sequence with one id per member (got {describe(rollout_ids)})"
+        raise TypeError(msg)
     if len(ids) != size:
         msg = f"'rollout_ids' must have one id per reward ({size}) (got {len(ids)})"
         raise ValueError(msg)

@@ -16,7 +16,7 @@ from typing import Any
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._gates import reward_failures, reward_statistics
-from ._reasons import CHECK_MISSING_COMPLETION, CHECK_SIMILARITY, primary_reason
+from ._reasons import CHECK_MISSING_COMPLETION, CHECK_REWARD_OVERFLOW, CHECK_SIMILARITY, primary_reason
 from ._similarity import pairwise_similarities
 
 __all__ = ["Scorer", "judge_group", "log_rejection"]
@@ -68,11 +68,16 @@ def judge_group(
     far; both lists may be extended in place.
     """
     failed: list[str] = []
-    if problems and not all(math.isfinite(v) for v in values):
+    # Without a data problem every value is finite (a composite's sum may still overflow).
+    measurable = not problems or all(math.isfinite(v) for v in values)
+    stats = reward_statistics(values, config.advantage_tolerance) if measurable else None
+    if stats is None:
         mean = std = spread = math.nan
         nontrivial = 0
+        if measurable:
+            problems.append(CHECK_REWARD_OVERFLOW)
     else:
-        mean, std, spread, nontrivial, scale = reward_statistics(values, config.advantage_tolerance)
+        mean, std, spread, nontrivial, scale = stats
         failed = reward_failures(config, std, spread, nontrivial, scale)
     mean_similarity = max_similarity = None
     if texts is not None and config.max_mean_pairwise_similarity is not None:

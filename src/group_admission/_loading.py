@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from ._exceptions import ConfigurationError
 from ._validation import describe
 
 __all__ = ["coerce_config", "from_mapping", "load_yaml_mapping", "require_extra"]
@@ -78,28 +79,40 @@ def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -
     """
     Read a YAML file holding a mapping, optionally the sub-mapping under ``key``.
 
-    An empty file or an absent ``key`` section reads as an empty mapping, so every
-    default applies.
+    An empty file, an absent ``key`` section and a ``key`` set to null read as an empty
+    mapping, so every default applies. Any other value under ``key`` must be a mapping: a
+    section set to ``0``, ``false`` or ``[]`` is a mistake, not a request for the defaults.
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the YAML does not hold a mapping where one is required.
+        TypeError: ``path`` is not a path, or ``key`` not a string.
+        ConfigurationError: the file is not valid YAML, or does not hold a mapping where
+            one is required.
     """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        # An int would open (and then close) that file descriptor.
+        msg = f"'path' must be a file path (got {describe(path)})"
+        raise TypeError(msg)
+    if key is not None and not isinstance(key, str):
+        msg = f"'key' must be a string or None (got {describe(key)})"
+        raise TypeError(msg)
     yaml = require_extra("yaml", "yaml", "Loading a config from YAML")
     with open(path, encoding="utf-8") as handle:
         try:
             data = yaml.safe_load(handle)
         except yaml.YAMLError as exc:
             msg = f"'{os.fspath(path)}' is not valid YAML: {exc}"
-            raise ValueError(msg) from None
+            raise ConfigurationError(msg) from None
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         msg = f"'{os.fspath(path)}' must hold a YAML mapping (got {describe(data)})"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if key is not None:
-        data = data.get(key) or {}
+        data = data.get(key)
+        if data is None:
+            return {}
         if not isinstance(data, Mapping):
             msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(data)})"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
     return data

@@ -174,13 +174,25 @@ class AdmissionStats:
             fallback_admitted: The group was rejected but a framework trained on it anyway.
 
         Raises:
+            TypeError: ``decision`` is not a decision, or ``fallback_admitted`` not a bool.
             ValueError: ``fallback_admitted`` is set for an admitted decision.
         """
+        if not isinstance(decision, GroupAdmissionDecision):
+            msg = f"'decision' must be a GroupAdmissionDecision (got {describe(decision)})"
+            raise TypeError(msg)
         self.add_many((decision,), fallback_admitted=fallback_admitted)
 
     def add_many(self, decisions: Decisions, *, fallback_admitted: bool = False) -> None:
         """Count many decisions (an iterable of decisions or a ``BatchAdmissionResult``)."""
         fallback = _fallback_flag(fallback_admitted)
+        if isinstance(decisions, (str, bytes, Mapping)) or not isinstance(
+            decisions, (Iterable, BatchAdmissionResult)
+        ):
+            msg = (
+                "'decisions' must be an iterable of GroupAdmissionDecision objects or a "
+                f"BatchAdmissionResult (got {describe(decisions)})"
+            )
+            raise TypeError(msg)
         if isinstance(decisions, BatchAdmissionResult):
             delta, details = _batch_delta(decisions)
             if fallback and delta["admitted"]:
@@ -205,6 +217,11 @@ class AdmissionStats:
             if not isinstance(decision, GroupAdmissionDecision):
                 msg = f"'decisions' must hold GroupAdmissionDecision objects (got {describe(decision)})"
                 raise TypeError(msg)
+            problem = decision._contradiction()
+            if problem:
+                # Counted, it would leave counts that from_dict refuses as not conserving.
+                msg = f"'decisions' must hold decisions a policy could take (got {problem})"
+                raise ValueError(msg)
             delta["candidates"] += 1
             if decision.reason is None:
                 if fallback:
@@ -223,10 +240,15 @@ class AdmissionStats:
         Count rejected groups that a framework trained on anyway, after the fact.
 
         Raises:
-            ValueError: this would count more fallbacks than rejections.
+            TypeError: ``count`` is not an integer.
+            ValueError: ``count`` is negative, or this would count more fallbacks than rejections.
         """
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            msg = f"'count' must be a non-negative integer (got {describe(count)})"
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+            msg = f"'count' must be an integer (got {describe(count)})"
+            raise TypeError(msg)
+        count = int(count)
+        if count < 0:
+            msg = f"'count' must be >= 0 (got {count})"
             raise ValueError(msg)
         with self._lock:
             rejected = self._counts["candidates"] - self._counts["admitted"]
@@ -257,7 +279,10 @@ class AdmissionStats:
         """
         The counts added since ``earlier``, a snapshot of this accumulator taken before.
 
-        For reporting per-interval counts from running totals.
+        For reporting per-interval counts from running totals. An interval is a report,
+        not a checkpoint: a fallback recorded in it for a group rejected before it can
+        leave ``fallback_admitted`` above the interval's rejections, which
+        :meth:`from_dict` refuses as not conserving.
 
         Raises:
             ValueError: ``earlier`` holds a count larger than this one (not an earlier snapshot).
@@ -271,8 +296,21 @@ class AdmissionStats:
             delta._counts[key] = value - then["counts"][key]
         details = Counter(now["external_details"])
         details.subtract(then["external_details"])
-        if min(delta._counts.values()) < 0 or min(details.values(), default=0) < 0:
-            msg = "'earlier' is not an earlier snapshot of these counts (a count went down)"
+        counts_then, details_then = then["counts"], then["external_details"]
+        went_down = [
+            (key, counts_then[key], value) for key, value in now["counts"].items() if value < counts_then[key]
+        ]
+        went_down += [
+            (f"external_details[{key!r}]", details_then[key], details_then[key] + change)
+            for key, change in details.items()
+            if change < 0
+        ]
+        if went_down:
+            label, before, after = went_down[0]
+            msg = (
+                "'earlier' is not an earlier snapshot of these counts "
+                f"(a count went down: {label} from {before} to {after})"
+            )
             raise ValueError(msg)
         delta._details = +details
         return delta
@@ -334,9 +372,11 @@ class AdmissionStats:
         Check that the counts are ones that judging groups could have produced.
 
         ``candidates == admitted + external + exact_dead + near_tie + redundant``;
-        ``exact_dead + near_tie <= reward_rejected <= rejections``; ``redundant <=
-        near_duplicate_rejected <= rejections``; ``fallback_admitted <= rejections``; and
-        every external rejection has at least one external detail (none without one).
+        ``near_tie <= reward_rejected <= rejections`` (an ``exact_dead`` group may carry a
+        host's own check instead of a gate check, as the twinkle Challenger's spread check
+        does); ``redundant <= near_duplicate_rejected <= rejections``;
+        ``fallback_admitted <= rejections``; and every external rejection has at least one
+        external detail (none without one).
 
         Raises:
             CheckpointError: naming the first relation that fails.
@@ -346,7 +386,7 @@ class AdmissionStats:
             detail_total = sum(self._details.values())
         rejected = sum(c[field] for field in _REASON_FIELDS)
         reward, duplicate = c["reward_rejected"], c["near_duplicate_rejected"]
-        gate = c[RejectionReason.EXACT_DEAD.value] + c[RejectionReason.NEAR_TIE.value]
+        gate = c[RejectionReason.NEAR_TIE.value]
         relations = (
             (
                 c["candidates"] == c["admitted"] + rejected,
@@ -354,7 +394,7 @@ class AdmissionStats:
             ),
             (
                 gate <= reward <= rejected,
-                f"reward_rejected ({reward}) must lie between exact_dead + near_tie ({gate}) "
+                f"reward_rejected ({reward}) must lie between near_tie ({gate}) "
                 f"and the rejections ({rejected})",
             ),
             (

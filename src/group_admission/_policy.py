@@ -12,6 +12,7 @@ from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._inputs import (
     check_completions,
+    check_group_keys,
     check_rollout_ids,
     completions_required_message,
     external_reason_tuple,
@@ -40,9 +41,10 @@ class GroupAdmissionPolicy:
         scorer: Replaces the default n-gram Jaccard of the redundancy gate. Called as
             ``scorer(a, b)`` for every pair of completions; must return a finite float in
             ``[0, 1]``.
-        logger: A structlog-style logger. When given, every rejection is logged as a
-            ``group_rejected`` event with the reason, group key and statistics. The
-            default is silent.
+        logger: A structlog-style logger or a standard ``logging.Logger``. When given,
+            every rejection is logged as a ``group_rejected`` event with the reason, group
+            key and statistics (a stdlib logger gets them in the message and in
+            ``extra={"group_admission": ...}``). The default is silent.
 
     .. versionadded:: 0.1.0
     """
@@ -112,12 +114,15 @@ class GroupAdmissionPolicy:
 
         Raises:
             TypeError, ValueError: the input is structurally invalid (no rewards, 2-D
-                rewards, non-numbers, lengths that disagree, unknown ``gate_on`` names,
-                missing completions with the redundancy gate on). Data problems (``None``
-                or non-finite rewards, missing completions) are not errors: they reject
-                the group as ``external``.
+                rewards, non-numbers or complex numbers, lengths that disagree, unknown
+                ``gate_on`` names, no completions with the redundancy gate on, an
+                unhashable ``group_key``). Data problems are not errors: ``None``, masked
+                or non-finite rewards in a gated component, rewards whose statistics
+                overflow, and missing completions reject the group as ``external``.
         """
         config = self._config
+        if group_key is not None:
+            check_group_keys((group_key,), "group_key")
         values, problems = coerce_group(rewards, config.gate_on)
         size = len(values)
         external = (
@@ -151,9 +156,11 @@ class GroupAdmissionPolicy:
         Judge G groups of N members at once.
 
         ``rewards`` is a ``(G, N)`` numpy array, torch tensor or nested sequence, or a
-        mapping of component name to such arrays. The other arguments hold one entry per
-        group, with the meaning they have in :meth:`evaluate`. The reward gate is
-        vectorised; the result agrees exactly with calling :meth:`evaluate` row by row.
+        mapping of component name to such arrays; a nested list of depth three is refused
+        like a 3-D array. The other arguments hold one entry per group, with the meaning
+        they have in :meth:`evaluate`. The reward gate is vectorised; the result agrees
+        exactly with calling :meth:`evaluate` row by row (decisions, statistics, failed
+        checks, and the order of external reasons).
         """
         result = evaluate_batch(
             self._config,

@@ -20,6 +20,7 @@ __all__ = [
     "CHECK_NONTRIVIAL",
     "CHECK_NON_FINITE_REWARD",
     "CHECK_RANGE",
+    "CHECK_REWARD_OVERFLOW",
     "CHECK_SIMILARITY",
     "CHECK_STD",
     "REASONS_BY_CODE",
@@ -42,8 +43,9 @@ class RejectionReason(str, enum.Enum):
     .. versionadded:: 0.1.0
     """
 
-    #: A caller-supplied reason, or a data problem: a non-finite or missing reward, a
-    #: missing completion, or members of one rollout that disagree on the reward.
+    #: A caller-supplied reason, or a data problem: a non-finite or missing reward,
+    #: rewards whose statistics overflow float64, a missing completion, or members of one
+    #: rollout that disagree on the reward.
     EXTERNAL = "external"
     #: Every gated reward is identical (including a single-member group): the centred
     #: GRPO advantage is exactly zero for every member.
@@ -95,6 +97,8 @@ CHECK_NON_FINITE_REWARD = "non_finite_reward"
 CHECK_MISSING_REWARD = "missing_reward"
 CHECK_INCONSISTENT_ROLLOUT = "inconsistent_rollout_rewards"
 CHECK_MISSING_COMPLETION = "missing_completion"
+#: Finite rewards whose mean, standard deviation or range overflows float64.
+CHECK_REWARD_OVERFLOW = "reward_overflow"
 
 
 def primary_reason(external: Sequence[str], failed: Sequence[str], spread: float) -> RejectionReason | None:

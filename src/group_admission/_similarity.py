@@ -12,18 +12,24 @@ For a whole group, :func:`pairwise_similarities` computes every pair at once in 
 the texts are tokenised as arrays of code points, tokens of up to 8 Latin-1 characters are
 numbered exactly by their packed bytes (longer tokens by Python's 64-bit string hash, so a
 false match has a probability of about 1e-19 per token pair), n-grams are numbered
-exactly, and the pairwise intersections come from one matrix product. It is tested
-against the plain set-based definition in :func:`ngram_jaccard`.
+exactly, and the pairwise intersections come from one matrix product. An n beyond the
+longest text's token count is the same as that count (every text is one gram of all its
+tokens), and n-grams too wide to pack in an int64 are numbered by doubling, so the cost
+is ``O(tokens * log(n))`` whatever n. It is tested against the plain set-based definition
+in :func:`ngram_jaccard`.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
+from ._validation import describe, is_finite
 
 __all__ = ["ngram_jaccard", "pairwise_similarities", "validate_scorer_value"]
 
@@ -63,11 +69,28 @@ def ngram_jaccard(a: str, b: str, n: int = 3) -> float:
     Jaccard similarity of the token n-gram sets of two texts, in ``[0, 1]``.
 
     This is the reference definition of the default redundancy scorer (see the module
-    docstring for the tokenisation). Two texts without tokens score ``1.0``.
+    docstring for the tokenisation). Two texts without tokens score ``1.0``. A text with
+    fewer than ``n`` tokens forms one gram of all its tokens, so any ``n`` at least the
+    longer text's token count compares the whole texts: ``1.0`` when their tokens are
+    equal, else ``0.0``.
+
+    Raises:
+        TypeError: ``a`` or ``b`` is not a string, or ``n`` is not an integer.
+        ValueError: ``n < 1``.
 
     .. versionadded:: 0.1.0
     """
-    grams_a, grams_b = _grams(a, n), _grams(b, n)
+    for name, text in (("a", a), ("b", b)):
+        if not isinstance(text, str):
+            msg = f"'{name}' must be a string (got {describe(text)})"
+            raise TypeError(msg)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        msg = f"'n' must be an integer (got {describe(n)})"
+        raise TypeError(msg)
+    if n < 1:
+        msg = f"'n' must be >= 1 (got {n})"
+        raise ValueError(msg)
+    grams_a, grams_b = _grams(a, int(n)), _grams(b, int(n))
     union = len(grams_a | grams_b)
     return len(grams_a & grams_b) / union if union else 1.0
 
@@ -126,6 +149,46 @@ def _token_ids(
     return ids, simple_count + long_count
 
 
+def _window_ids(token_ids: npt.NDArray[np.int64], vocab: int, n: int) -> npt.NDArray[np.int64]:
+    """
+    Number every window of ``n`` consecutive tokens so that equal windows, and only they, match.
+
+    With few distinct tokens the n ids pack into one int64 (radix ``vocab + 1``). Otherwise
+    windows are numbered by doubling: a window of ``2k`` tokens is the pair of its two
+    halves of ``k``, renumbered densely, and ``n`` is assembled from its binary digits, so
+    any ``n`` costs ``O(log n)`` renumberings of the token stream.
+    """
+    windows = len(token_ids) - n + 1
+    if n * math.log2(vocab + 1) < 62:
+        radix, gram = np.int64(vocab + 1), np.zeros(windows, dtype=np.int64)
+        for offset in range(n):
+            gram = gram * radix + token_ids[offset : offset + windows]
+        return gram
+    power, power_size, power_count = token_ids, 1, vocab  # windows of 1, 2, 4, ... tokens
+    result: npt.NDArray[np.int64] | None = None
+    result_size = 0
+    remaining = n
+    while True:
+        if remaining & 1:
+            if result is None:
+                result, result_size = power, power_size
+            else:
+                # Append the power-window that starts right after the current window.
+                length = len(token_ids) - (result_size + power_size) + 1
+                pairs = result[:length] * np.int64(power_count) + power[result_size : result_size + length]
+                result = _dense(pairs)[0]
+                result_size += power_size
+        remaining >>= 1
+        if not remaining:
+            break
+        length = len(token_ids) - 2 * power_size + 1
+        pairs = power[:length] * np.int64(power_count) + power[power_size : power_size + length]
+        power, power_count = _dense(pairs)
+        power_size *= 2
+    assert result is not None  # n >= 1 sets a bit
+    return result[:windows]
+
+
 def _gram_sets(texts: Sequence[str], n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Return ``(text_index, gram_id, num_grams)`` for every gram occurrence of every text."""
     # A newline between texts is whitespace, so no token crosses from one text to the next.
@@ -146,22 +209,18 @@ def _gram_sets(texts: Sequence[str], n: int) -> tuple[npt.NDArray[np.int64], npt
     text_starts = np.cumsum([0] + [len(t) + 1 for t in lowered[:-1]])
     token_text = np.searchsorted(text_starts, starts, side="right") - 1
 
+    # No text has more than ``longest`` tokens, and an n beyond that gives the same grams
+    # (each text one gram of all its tokens), so the work never depends on n itself.
+    counts = np.bincount(token_text, minlength=len(texts))
+    n = min(n, int(counts.max()))
     # Full n-grams: windows of n tokens that start and end in the same text.
-    windows = max(len(token_ids) - n + 1, 0)
-    radix = np.int64(vocab + 1)
-    packable = (vocab + 1) ** n < 1 << 62
-    gram = np.zeros(windows, dtype=np.int64)
-    for offset in range(n):
-        gram = gram * radix + token_ids[offset : offset + windows]
-        if not packable:
-            # Too many distinct tokens to pack n ids in one int64: renumber as we go.
-            gram, _ = _dense(gram)
+    windows = len(token_ids) - n + 1
+    gram = _window_ids(token_ids, vocab, n)
     same_text = token_text[:windows] == token_text[n - 1 : n - 1 + windows]
     gram_text, (gram, size) = token_text[:windows][same_text], _dense(gram[same_text])
 
     # A text with fewer than n tokens forms one gram of all its tokens. Such texts are rare,
     # so they are numbered exactly in Python, after the full n-grams.
-    counts = np.bincount(token_text, minlength=len(texts))
     short = np.flatnonzero((counts > 0) & (counts < n)).tolist()
     if short:
         first = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -200,9 +259,10 @@ def validate_scorer_value(value: object, i: int, j: int) -> float:
             f"(got {value!r} of type {type(value).__name__} for completions {i} and {j})"
         )
         raise TypeError(msg)
-    score = float(value)
+    score = float(value) if is_finite(value) else math.inf  # an int beyond the float range too
     if not (math.isfinite(score) and 0.0 <= score <= 1.0):
-        msg = f"'scorer' must return a finite value in [0, 1] (got {score!r} for completions {i} and {j})"
+        shown = describe(value) if isinstance(value, int) else repr(float(value))
+        msg = f"'scorer' must return a finite value in [0, 1] (got {shown} for completions {i} and {j})"
         raise ValueError(msg)
     return score
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import attrs
 
-from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, binomial_groups_needed
+from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState
+from ._planning import binomial_groups_needed
 from ._validation import describe
 
 __all__ = ["StreamPlan", "plan_stream"]

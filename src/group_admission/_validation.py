@@ -27,6 +27,7 @@ __all__ = [
     "check_range",
     "check_real",
     "describe",
+    "is_finite",
     "is_real",
 ]
 
@@ -49,8 +50,17 @@ def is_real(value: object) -> bool:
 
 
 def as_float(value: float) -> float:
-    """Convert ints and numpy scalars to ``float``; leave anything else for the validator to reject."""
-    return float(value) if is_real(value) else value
+    """
+    Convert ints and numpy scalars to ``float``; leave anything else for the validator to reject.
+
+    An int beyond the float range stays an int, so that the validator names the value given.
+    """
+    if not is_real(value):
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return value
 
 
 def as_int(value: int) -> int:
@@ -72,10 +82,18 @@ def check_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise TypeError(msg)
 
 
+def is_finite(value: Any) -> bool:
+    """Tell whether a real number is finite as a float (an int beyond the float range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_finite(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    """Require a finite number."""
-    if not math.isfinite(value):
-        msg = f"'{attribute.name}' must be finite (got {value!r})"
+    """Require a number that is finite as a float."""
+    if not is_finite(value):
+        msg = f"'{attribute.name}' must be finite (got {describe(value)})"
         raise ValueError(msg)
 
 
@@ -84,7 +102,7 @@ def check_ge(bound: float) -> Validator:
 
     def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
         if not value >= bound:
-            msg = f"'{attribute.name}' must be >= {bound:g} (got {value!r})"
+            msg = f"'{attribute.name}' must be >= {bound:g} (got {describe(value)})"
             raise ValueError(msg)
 
     return _check
@@ -95,7 +113,7 @@ def check_gt(bound: float) -> Validator:
 
     def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
         if not value > bound:
-            msg = f"'{attribute.name}' must be > {bound:g} (got {value!r})"
+            msg = f"'{attribute.name}' must be > {bound:g} (got {describe(value)})"
             raise ValueError(msg)
 
     return _check
@@ -108,7 +126,7 @@ def check_range(low: float, high: float, *, low_open: bool = False) -> Validator
     def _check(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
         above = value > low if low_open else value >= low
         if not (above and value <= high):
-            msg = f"'{attribute.name}' must be in {left}{low:g}, {high:g}] (got {value!r})"
+            msg = f"'{attribute.name}' must be in {left}{low:g}, {high:g}] (got {describe(value)})"
             raise ValueError(msg)
 
     return _check

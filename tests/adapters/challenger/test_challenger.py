@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
+from group_admission import AdmissionStats, GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
 from group_admission.adapters.challenger import (
     ChallengerAdmission,
     GroupAdmissionChallengerMixin,
@@ -157,6 +157,8 @@ class TestHandOffHook:
         assert Counter({"exact_dead": 1}) == reasons
         assert 1 == admission.stats.exact_dead
         assert admission.stats.candidates == admission.stats.admitted + admission.stats.rejected
+        # What the session writes it can read back, the host's amended decision included.
+        assert AdmissionStats.from_dict(admission.stats.to_dict()) == admission.stats
 
     def test_any_mutable_mapping_counts(self):
         """A plain dict works as the reason tally too."""
