@@ -223,3 +223,17 @@ def test_t_quantiles() -> None:
     assert abs(t_quantile(10) - 2.228) < 0.001
     assert abs(t_quantile(30) - 2.042) < 0.001
     assert math.isnan(t_quantile(0))
+
+
+def test_the_published_tables_are_the_published_results() -> None:
+    """docs/evidence.md shows the tables of benchmarks/results/ablation_tiny.json, row for row."""
+    from grpo_gsm8k.ablation_report import format_table
+
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "benchmarks" / "results" / "ablation_tiny.json").read_text())
+    page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
+
+    rows = [line for line in format_table(report).splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 * (1 + len(ARMS))
+    assert [row for row in rows if row not in page] == []
+    assert (root / "docs" / "evidence" / "ablation_tiny.png").stat().st_size > 10_000
