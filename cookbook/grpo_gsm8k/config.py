@@ -2,10 +2,11 @@
 The training configuration: defaults, then a YAML file (``--config``), then flags.
 
 Every field of :class:`TrainConfig` is a flag (``--batch-size 8``; booleans also take
-``--no-...``). The ``admission`` and ``budget`` sections hold the fields of
-``GroupAdmissionConfig`` and ``SamplingBudgetConfig``; a YAML section is merged key by key
-over the defaults, and single keys are set with ``--admission.min_reward_std 1e-6`` or
-``--budget.max_resample_rounds 3`` (values are read as YAML: ``null``, ``[accuracy]``).
+``--no-...``). The ``admission``, ``budget`` and ``history`` sections hold the fields of
+``GroupAdmissionConfig``, ``SamplingBudgetConfig`` and ``PromptHistoryConfig``; a YAML
+section is merged key by key over the defaults, and single keys are set with
+``--admission.min_reward_std 1e-6`` or ``--budget.max_resample_rounds 3`` (values are read
+as YAML: ``null``, ``[accuracy]``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import attrs
 import yaml
 
-from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+from group_admission import GroupAdmissionConfig, PromptHistoryConfig, SamplingBudgetConfig
 from grpo_gsm8k.grpo import ADVANTAGE_SCALES, LOSS_AGGREGATIONS
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "TrainConfig", "parse_config"]
@@ -48,9 +49,9 @@ def _one_of(*choices: str) -> Any:
     return check
 
 
-def _section(cls: type) -> Any:
+def _section(cls: type, **required: Any) -> Any:
     def check(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-        cls.from_mapping(value)  # type: ignore[attr-defined]  # raises naming the bad key or value
+        cls.from_mapping({**required, **value})  # type: ignore[attr-defined]  # names the bad key or value
 
     return check
 
@@ -76,6 +77,8 @@ class TrainConfig:
     seed: int = 0
     # sampling
     steps: int = attrs.field(default=200, validator=_positive)
+    # stop once this many samples are generated, or after ``steps``, whichever comes first
+    max_samples: int | None = attrs.field(default=None, validator=_positive)
     batch_size: int = attrs.field(default=8, validator=_positive)
     num_generations: int = attrs.field(default=8, validator=_positive)
     max_new_tokens: int = attrs.field(default=256, validator=_positive)
@@ -83,6 +86,7 @@ class TrainConfig:
     top_p: float = attrs.field(default=1.0, validator=_positive)
     generation_batch_size: int = attrs.field(default=64, validator=_positive)
     resample: str = attrs.field(default="fresh", validator=_one_of("fresh", "retry"))
+    skip_prompts: bool = False  # skip the prompts a PromptHistory expects to be dead (the ``history``)
     carry_rate: bool = True
     # reward
     brevity_weight: float = 0.5
@@ -108,9 +112,15 @@ class TrainConfig:
         factory=lambda: {"max_extra_groups": 8, "max_extra_groups_per_round": 8, "max_resample_rounds": 2},
         validator=_section(SamplingBudgetConfig),
     )
+    # prompt skipping (with skip_prompts): fields of PromptHistoryConfig; group_size and seed
+    # default to num_generations and seed
+    history: dict[str, Any] = attrs.field(factory=dict, validator=_section(PromptHistoryConfig, group_size=1))
     # output
     output_dir: str = "runs/grpo_gsm8k"
     eval_problems: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    eval_dataset: str | None = None  # held-out problems from elsewhere (default: the dataset's eval_split)
+    # also evaluate each time the generated samples pass a multiple of this (an x-axis of cost)
+    eval_every_samples: int | None = attrs.field(default=None, validator=_positive)
     plot: bool = True
     progress: bool = True
     prometheus_port: int | None = None
@@ -124,12 +134,22 @@ class TrainConfig:
         """The budget controller's config."""
         return SamplingBudgetConfig.from_mapping(self.budget)
 
+    def history_config(self) -> PromptHistoryConfig:
+        """The prompt history's config (used with ``skip_prompts``)."""
+        return PromptHistoryConfig.from_mapping(
+            {"group_size": self.num_generations, "seed": self.seed, **self.history}
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON- and YAML-safe dict (logged at the head of every run)."""
         return attrs.asdict(self)
 
 
-_SECTIONS = {"admission": GroupAdmissionConfig, "budget": SamplingBudgetConfig}
+_SECTIONS = {
+    "admission": GroupAdmissionConfig,
+    "budget": SamplingBudgetConfig,
+    "history": PromptHistoryConfig,
+}
 
 
 # PyYAML reads "1e-6" (no dot) as text; settings files and flags mean a number.

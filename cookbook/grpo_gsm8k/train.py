@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from group_admission import AdmissionSession, RejectionReason
+from group_admission import AdmissionSession, PromptHistory, RejectionReason
 from grpo_gsm8k.config import TrainConfig, parse_config
 from grpo_gsm8k.data import (
     Problem,
@@ -53,6 +53,7 @@ from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, 
 from grpo_gsm8k.report import JsonlLog, format_step, format_summary, start_prometheus, summarise, write_plot
 from grpo_gsm8k.rewards import answers_match, extract_answer
 from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
+from grpo_gsm8k.skipping import SkippingStream
 
 __all__ = ["RunResult", "main", "train"]
 
@@ -65,6 +66,8 @@ class RunResult:
     summary: dict[str, Any]
     output_dir: Path
     eval_accuracy: dict[str, float] = field(default_factory=dict)
+    #: held-out accuracy by generated samples: ``{"step", "samples", "accuracy"}`` per evaluation
+    eval_curve: list[dict[str, float]] = field(default_factory=list)
     initial_checksum: float = 0.0
     final_checksum: float = 0.0
 
@@ -210,6 +213,24 @@ def greedy_accuracy(
     return correct / len(problems)
 
 
+def _spread(values: Sequence[float | None]) -> bool:
+    return len(set(values)) > 1
+
+
+def trained_kinds(groups: Sequence[Group]) -> dict[str, int]:
+    """
+    How many trained groups carried no signal: ``dead`` (no spread in the total reward, so
+    every advantage is 0) and ``phantom`` (no spread in accuracy: the advantages come from
+    brevity alone), with ``phantom_wrong`` the phantom groups whose members are all wrong.
+    """
+    phantom = [g for g in groups if not _spread(g.rewards["accuracy"]) and _spread(g.total_reward)]
+    return {
+        "trained_dead": sum(not _spread(g.total_reward) for g in groups),
+        "trained_phantom": len(phantom),
+        "trained_phantom_wrong": sum(not g.rewards["accuracy"][0] for g in phantom),
+    }
+
+
 def step_record(
     step: int, sample: StepSample, log: RoundLog, session: AdmissionSession, update: dict[str, float]
 ) -> dict[str, Any]:
@@ -230,6 +251,7 @@ def step_record(
         "admitted": report.admitted_groups,
         "trained": len(sample.trained),
         "surplus": report.surplus_groups,
+        **trained_kinds(sample.trained),
         "candidates": counts["candidate_group_count"],
         "generated_groups": report.generated_groups,
         "generated_samples": report.generated_samples,
@@ -257,7 +279,7 @@ class _Run:
     model: Any
     tokenizer: Any
     eos: list[int]
-    stream: ProblemStream
+    stream: ProblemStream  # a SkippingStream (also an observer) with skip_prompts
     held_out: list[Problem]
     optimizer: torch.optim.Optimizer
     log: JsonlLog
@@ -293,9 +315,9 @@ class _Run:
         return retry_rejected() if self.config.resample == "retry" else fresh_problems(self.stream)
 
 
-def _load(config: TrainConfig, split: str, limit: int | None) -> list[Problem]:
+def _load(config: TrainConfig, dataset: str, split: str, limit: int | None) -> list[Problem]:
     return load_problems(
-        config.dataset,
+        dataset,
         config.subset,
         split,
         question_field=config.question_field,
@@ -310,20 +332,28 @@ def _start(config: TrainConfig, output: Path) -> _Run:
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
     model, tokenizer = load_policy(config.model, device=device)
-    problems = _load(config, config.split, config.max_train_problems)
+    problems = _load(config, config.dataset, config.split, config.max_train_problems)
+    held_out = config.eval_dataset or config.dataset
     output.mkdir(parents=True, exist_ok=True)
     (output / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    stream = ProblemStream(problems, config.seed)
+    observers = [start_prometheus(config.prometheus_port)] if config.prometheus_port else []
+    if config.skip_prompts:
+        stream = SkippingStream(problems, config.seed, PromptHistory(config.history_config()))
+        observers.append(stream)
     return _Run(
         config=config,
         device=device,
         model=model,
         tokenizer=tokenizer,
         eos=eos_token_ids(tokenizer, model),
-        stream=ProblemStream(problems, config.seed),
-        held_out=_load(config, config.eval_split, config.eval_problems) if config.eval_problems else [],
+        stream=stream,
+        held_out=_load(config, held_out, config.eval_split, config.eval_problems)
+        if config.eval_problems
+        else [],
         optimizer=torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay),
         log=JsonlLog(output / "steps.jsonl"),
-        observers=[start_prometheus(config.prometheus_port)] if config.prometheus_port else [],
+        observers=observers,
     )
 
 
@@ -331,9 +361,15 @@ def _session(config: TrainConfig) -> AdmissionSession:
     return AdmissionSession(config.admission_config(), budget=config.budget_config(), host="grpo_gsm8k")
 
 
+def _skipped(run: _Run) -> int:
+    """Prompts skipped so far (0 without prompt skipping)."""
+    return run.stream.skipped if isinstance(run.stream, SkippingStream) else 0
+
+
 def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict[str, Any]:
     """Sample one step with the recipe, train on its groups, and return the step's record."""
     config, started = run.config, time.perf_counter()
+    skipped = _skipped(run)
     stopwatch, rounds = Stopwatch(), RoundLog(run.model, version)
     sample = collect_step(
         session,
@@ -356,8 +392,22 @@ def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict
     seconds["step"] = time.perf_counter() - started
     record = step_record(step, sample, rounds, session, update)
     record["seconds"] = seconds
+    record["prompts_skipped"] = _skipped(run) - skipped
     record["admission_share"] = seconds["admission"] / seconds["step"]
     return record
+
+
+def _evaluate(run: _Run, result: RunResult, step: int, samples: int) -> float:
+    """Held-out greedy accuracy now, appended to the run's curve."""
+    accuracy = greedy_accuracy(run.model, run.tokenizer, run.held_out, run.config, run.eos, run.device)
+    result.eval_curve.append({"step": step, "samples": samples, "accuracy": accuracy})
+    return accuracy
+
+
+def _due(config: TrainConfig, before: int, after: int) -> bool:
+    """Whether the samples of a step passed a multiple of ``eval_every_samples``."""
+    every = config.eval_every_samples
+    return every is not None and after // every > before // every
 
 
 def train(config: TrainConfig) -> RunResult:
@@ -370,10 +420,8 @@ def train(config: TrainConfig) -> RunResult:
         steps=[], summary={}, output_dir=output, initial_checksum=parameter_checksum(run.model)
     )
     if run.held_out:
-        result.eval_accuracy["before"] = greedy_accuracy(
-            run.model, run.tokenizer, run.held_out, config, run.eos, run.device
-        )
-    session, version = _session(config), 0
+        result.eval_accuracy["before"] = _evaluate(run, result, 0, 0)
+    session, version, samples = _session(config), 0, 0
     bar = tqdm(total=config.steps, desc="GRPO", unit="step", disable=not config.progress, dynamic_ncols=True)
     try:
         for step in range(1, config.steps + 1):
@@ -381,6 +429,8 @@ def train(config: TrainConfig) -> RunResult:
             session = session if config.carry_rate else _session(config)
             record = _step(run, session, step, version)
             version += int(record["updates"])
+            samples, before = samples + record["generated_samples"], samples
+            record["samples_total"] = samples
             run.log.write(record)
             result.steps.append(record)
             bar.write(format_step(record))
@@ -388,14 +438,19 @@ def train(config: TrainConfig) -> RunResult:
                 reward=f"{record['reward']:.2f}", informative=f"{record['informative_after']:.0%}"
             )
             bar.update(1)
+            if run.held_out and _due(config, before, samples):
+                _evaluate(run, result, step, samples)
+            if config.max_samples is not None and samples >= config.max_samples:
+                break
     finally:
         bar.close()
         run.log.close()
     result.final_checksum = parameter_checksum(run.model)
     if run.held_out:
-        result.eval_accuracy["after"] = greedy_accuracy(
-            run.model, run.tokenizer, run.held_out, config, run.eos, run.device
-        )
+        last = result.eval_curve[-1]
+        done = last["step"] == len(result.steps)  # the last checkpoint was the last step
+        after = last["accuracy"] if done else _evaluate(run, result, len(result.steps), samples)
+        result.eval_accuracy["after"] = after
     _finish(run, result)
     return result
 
@@ -405,6 +460,7 @@ def _finish(run: _Run, result: RunResult) -> None:
     config, output = run.config, result.output_dir
     result.summary = summarise(result.steps)
     result.summary["eval_accuracy"] = result.eval_accuracy
+    result.summary["eval_curve"] = result.eval_curve
     (output / "summary.json").write_text(json.dumps(result.summary, indent=2))
     if config.plot and result.steps:
         write_plot(result.steps, output / "curves.png")
