@@ -18,6 +18,7 @@ from group_admission._cli import _build_parser, main
 from group_admission.simulation import (
     BinaryTaskModel,
     CompositeTaskModel,
+    EngineModel,
     ResponseLengthModel,
     SimulationConfig,
 )
@@ -163,7 +164,8 @@ class TestSimulate:
 
 class TestFlags:
     SECTIONS: ClassVar[list[tuple[type, tuple[str, ...]]]] = [
-        (SimulationConfig, ("tasks", "lengths")),
+        (SimulationConfig, ("tasks", "lengths", "engine")),
+        (EngineModel, ()),
         (BinaryTaskModel, ()),
         (CompositeTaskModel, ()),
         (ResponseLengthModel, ("cv",)),

@@ -55,7 +55,7 @@ _FLAG_SECTIONS = (
         ("simulation",),
         (simulation.SimulationConfig,),
         "simulation (the 'simulation' section)",
-        skip=("tasks", "lengths"),
+        skip=("tasks", "lengths", "engine"),
     ),
     Section(
         ("simulation", "tasks"),
@@ -70,6 +70,7 @@ _FLAG_SECTIONS = (
         "response lengths ('simulation.lengths')",
         rename={"cv": "tokens-cv"},
     ),
+    Section(("simulation", "engine"), (simulation.EngineModel,), "rollout engine ('simulation.engine')"),
     Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
     Section(
         ("budget",), (SamplingBudgetConfig,), "budget of the controller strategies (the 'budget' section)"

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 
+from ._flights import partial_tokens
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
 from ._models import (
     BinaryTaskModel,
     CompositeTaskModel,
+    EngineModel,
     ResponseLengthModel,
     SimulationConfig,
     TaskModel,
@@ -29,7 +31,6 @@ from ._planning_strategies import (
     PoolController,
     PoolStrategy,
     StreamingLaunches,
-    partial_tokens,
 )
 from ._plot import plot_result
 from ._pool_simulate import (
@@ -69,6 +70,7 @@ __all__ = [
     "CompositeTaskModel",
     "ControllerResampling",
     "DapoDynamicSampling",
+    "EngineModel",
     "GroupBatch",
     "HistorySkipping",
     "NoFiltering",

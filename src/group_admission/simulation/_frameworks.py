@@ -19,6 +19,7 @@ import numpy.typing as npt
 from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
 from .._validation import as_int, check_ge, check_int, check_optional
+from ._flights import Flight, InFlight
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
 from ._strategies import check_bool, check_name, strategy_dict
@@ -39,14 +40,18 @@ class SlimeWaves:
     one goes through slime's drop rule (``group_admission._host_rules.slime.should_drop``)
     with ``keep_when_insufficient`` set for reward rejections in fallback mode (never for
     failed rollouts). Kept groups beyond the target that finish at the same instant are
-    discarded; groups still in flight when the target is reached are aborted. slime has
-    no cap on waves: the simulation's safety limit ends such a step.
+    discarded; groups still in flight when the target is reached are aborted (or, with
+    ``partial_rollout``, buffered for the next step). slime has no cap on waves: the
+    simulation's safety limit ends such a step.
 
     Args:
         over_sampling_batch_size: Groups per wave (``None``: the target, slime's
             default); must be at least the target.
         keep_when_insufficient: The fallback filter (``check_reward_nonzero_std_with_fallback``)
             instead of the strict one.
+        partial_rollout: slime's ``--partial-rollout``: the groups still in flight at the
+            target go back to the buffer instead of being thrown away, and the next
+            step's waves take them first; they resume where they stopped.
         name: The label in results.
 
     .. versionadded:: 0.1.0
@@ -59,13 +64,15 @@ class SlimeWaves:
         validator=check_optional(check_int, check_ge(1)),
     )
     keep_when_insufficient: bool = attrs.field(default=False, validator=check_bool)
+    partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
 
     @name.default
     def _default_name(self) -> str:
         mode = "fallback" if self.keep_when_insufficient else "strict"
         size = "" if self.over_sampling_batch_size is None else f",{self.over_sampling_batch_size}"
-        return f"slime({mode}{size})"
+        partial = ",partial" if self.partial_rollout else ""
+        return f"slime({mode}{size}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
         """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``."""
@@ -81,80 +88,71 @@ class SlimeWaves:
         """Submit waves and filter finished groups until ``target`` groups are kept."""
         target = context.target_groups
         wave_size = self.over_sampling_batch_size or target
-        waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]] = []
-        done: list[npt.NDArray[np.bool_]] = []
-        events: list[tuple[float, int, int, int]] = []
-        remaining = kept = informative = surplus = sequence = 0
+        buffer: list[Flight] = list(context.memory.pop("buffer", ()))
+        flights = InFlight()
+        waves = remaining = kept = informative = surplus = resumed = 0
         clock = 0.0
         safety = False
         while kept < target:
             while remaining < target and not safety:
-                if len(waves) >= context.safety_max_rounds:
+                if waves >= context.safety_max_rounds:
                     safety = True
                     break
-                batch = context.take(wave_size)
-                waves.append((batch, context.judge(batch).reason_codes, clock))
-                done.append(np.zeros(wave_size, dtype=bool))
-                for row, duration in enumerate(batch.durations().tolist()):
-                    heapq.heappush(events, (clock + duration, sequence, len(waves) - 1, row))
-                    sequence += 1
+                # A wave takes groups back from the partial-rollout buffer first.
+                flights.resume(buffer[:wave_size], clock)
+                fresh = wave_size - len(buffer[:wave_size])
+                del buffer[:wave_size]
+                if fresh:
+                    batch = context.take(fresh)
+                    flights.launch(batch, context.judge(batch), clock, waves)
+                waves += 1
                 remaining += wave_size
-            if not events:
+            if not flights:
                 break
             # Groups that finish at the same instant arrive in one asyncio.wait batch,
             # which slime handles whole before it looks at remaining_batch_size again.
-            clock = events[0][0]
-            while events and events[0][0] == clock:
-                _, _, wave, row = heapq.heappop(events)
-                kept, informative, remaining, surplus = self._finish(
-                    int(waves[wave][1][row]), kept, informative, remaining, surplus, target
+            clock, done = flights.pop_next()
+            for flight in done:
+                kept, informative, remaining, surplus, delivered = self._finish(
+                    flight.code, kept, informative, remaining, surplus, target
                 )
-                done[wave][row] = True
+                resumed += delivered and flight.resumed
         # Only the safety limit can leave the step short: every other path refills.
-        return self._outcome(context, waves, done, clock, (kept, informative, surplus))
+        closed = flights.close(clock, carry=self.partial_rollout)
+        if closed.carried or buffer:
+            context.memory["buffer"] = (*buffer, *closed.carried)
+        tally = StepTally(context.group_size)
+        flights.tally_finished(tally)
+        short = kept < target
+        return tally.outcome(
+            target_groups=target,
+            delivered_groups=kept,
+            delivered_informative=informative,
+            surplus_groups=surplus,
+            stop="safety_limit" if short else "target_met",
+            exhausted_slots=target - informative if short else 0,
+            aborted_groups=closed.aborted_groups,
+            unfinished_tokens=closed.unfinished_tokens,
+            carried_groups=len(closed.carried),
+            resumed_groups=resumed,
+            rounds=waves,
+            first_round=flights.first_round(),
+            time=clock,
+        )
 
     def _finish(
         self, code: int, kept: int, informative: int, remaining: int, surplus: int, target: int
-    ) -> tuple[int, int, int, int]:
+    ) -> tuple[int, int, int, int, bool]:
+        """Slime's handling of one finished group; the last item says whether it was delivered."""
         admitted = code == ADMITTED_CODE
         fallback = self.keep_when_insufficient and code != RejectionReason.EXTERNAL.code
         if should_drop(
             admitted, keep_when_insufficient=fallback, remaining_batch_size=remaining, target_data_size=target
         ):
-            return kept, informative, remaining - 1, surplus
+            return kept, informative, remaining - 1, surplus, False
         if kept < target:
-            return kept + 1, informative + admitted, remaining, surplus
-        return kept, informative, remaining, surplus + 1  # kept beyond the target: discarded
-
-    def _outcome(
-        self,
-        context: StepContext,
-        waves: list[tuple[GroupBatch, npt.NDArray[np.int8], float]],
-        done: list[npt.NDArray[np.bool_]],
-        clock: float,
-        counts: tuple[int, int, int],
-    ) -> StepOutcome:
-        kept, informative, surplus = counts
-        tally = StepTally(context.group_size)
-        aborted = aborted_tokens = 0
-        for (batch, codes, start), finished in zip(waves, done, strict=True):
-            tally.add_codes(batch.select(finished), codes[finished])
-            in_flight = batch.tokens[~finished]
-            aborted += len(in_flight)
-            # An aborted member produced one token per time unit since its wave started.
-            aborted_tokens += int(np.minimum(in_flight, int(clock - start)).sum())
-        short = kept < context.target_groups
-        return tally.outcome(
-            target_groups=context.target_groups,
-            delivered_groups=kept,
-            delivered_informative=informative,
-            surplus_groups=surplus,
-            stop="safety_limit" if short else "target_met",
-            exhausted_slots=context.target_groups - informative if short else 0,
-            aborted_groups=aborted,
-            aborted_tokens=aborted_tokens,
-            time=clock,
-        )
+            return kept + 1, informative + admitted, remaining, surplus, True
+        return kept, informative, remaining, surplus + 1, False  # kept beyond the target: discarded
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""

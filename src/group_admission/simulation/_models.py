@@ -29,6 +29,7 @@ __all__ = [
     "TASK_MODELS",
     "BinaryTaskModel",
     "CompositeTaskModel",
+    "EngineModel",
     "ResponseLengthModel",
     "SimulationConfig",
     "TaskModel",
@@ -253,6 +254,46 @@ class ResponseLengthModel:
         return attrs.asdict(self)
 
 
+@attrs.frozen(kw_only=True)
+class EngineModel:
+    """
+    How the rollout engine's speed depends on how much it decodes at once.
+
+    The simulator advances every running response by one token per decoding step. With
+    ``half_speed_sequences`` unset, a step takes one time unit whatever runs beside it
+    (unlimited parallel generation). With it set, a step that decodes ``n`` sequences
+    takes ``1 + n / half_speed_sequences`` units: the weights are read once per step and
+    every running sequence adds its own KV-cache reads and compute, so at
+    ``half_speed_sequences`` sequences each one decodes at half its solo speed. A step's
+    time is then its decoding steps plus its generated tokens over
+    ``half_speed_sequences``, and launching groups that get discarded slows the ones
+    that are kept.
+
+    Args:
+        half_speed_sequences: Sequences decoded at once at which each runs at half its
+            solo speed, at least 1 (``None``: unlimited parallel generation). A 7B model
+            with 2k-token contexts reaches it at roughly 50-150 sequences per GPU.
+
+    .. versionadded:: 0.2.0
+    """
+
+    half_speed_sequences: int | None = attrs.field(
+        default=None,
+        converter=attrs.converters.optional(as_int),
+        validator=check_optional(check_int, check_ge(1)),
+    )
+
+    def wall_time(self, decoding_steps: float, tokens: int) -> float:
+        """The time of a step that took ``decoding_steps`` steps to generate ``tokens`` tokens."""
+        if self.half_speed_sequences is None:
+            return decoding_steps
+        return decoding_steps + tokens / self.half_speed_sequences
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as a plain dict."""
+        return attrs.asdict(self)
+
+
 def _as_tasks(value: Any) -> Any:
     return task_model_from_mapping(value) if isinstance(value, Mapping) else value
 
@@ -260,6 +301,12 @@ def _as_tasks(value: Any) -> Any:
 def _as_lengths(value: Any) -> Any:
     if isinstance(value, Mapping):
         return from_mapping(ResponseLengthModel, value, source="'lengths'")
+    return value
+
+
+def _as_engine(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return from_mapping(EngineModel, value, source="'engine'")
     return value
 
 
@@ -284,6 +331,8 @@ class SimulationConfig:
         tasks: The task model (:class:`BinaryTaskModel` or :class:`CompositeTaskModel`,
             or a mapping with a ``kind``).
         lengths: The response-length model (or a mapping of its fields).
+        engine: How decoding slows down as more sequences run at once
+            (:class:`EngineModel` or a mapping; default: unlimited parallel generation).
         group_size: Completions per group (``n_samples_per_prompt``, ``num_generations``).
         target_groups: Groups each step wants to train on (slime's ``rollout_batch_size``,
             DAPO's ``train_batch_size``; the tasks per round of the per-task strategy).
@@ -308,6 +357,11 @@ class SimulationConfig:
         factory=ResponseLengthModel,
         converter=_as_lengths,
         validator=_check_instance(ResponseLengthModel, "a ResponseLengthModel or a mapping"),
+    )
+    engine: EngineModel = attrs.field(
+        factory=EngineModel,
+        converter=_as_engine,
+        validator=_check_instance(EngineModel, "an EngineModel or a mapping"),
     )
     group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
     target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
@@ -345,4 +399,5 @@ class SimulationConfig:
         data = attrs.asdict(self, recurse=False)
         data["tasks"] = self.tasks.to_dict()
         data["lengths"] = self.lengths.to_dict()
+        data["engine"] = self.engine.to_dict()
         return data

@@ -310,7 +310,10 @@ def run_simulation(prepared: PreparedSimulation) -> SimulationResult:
         stream = GroupStream(config, step)
         for strategy in chosen:
             context = StepContext(config, judge, stream, step, memories[strategy.name])
-            outcomes[strategy.name].append(strategy.run_step(context))
+            outcome = strategy.run_step(context)
+            # Strategies count decoding steps; the engine turns them into time.
+            time = config.engine.wall_time(outcome.generation_time, outcome.generated_tokens)
+            outcomes[strategy.name].append(attrs.evolve(outcome, generation_time=time))
     return SimulationResult(
         config=config,
         policy=judge.config,
