@@ -471,8 +471,10 @@ class AdmissionSession:
         For hosts that launch groups asynchronously: launch, abort, or wait (see :func:`plan_stream`).
 
         Groups judged this step count as finished; ``in_flight`` are launched and not
-        finished. A streaming step is one round: the rate carried from earlier steps
-        stays as it is until :meth:`end_step` folds the step.
+        finished, including groups a host with partial rollout stopped at the end of the
+        last step and resumed in this one (instead of aborting what the last plan's
+        ``abort`` named). A streaming step is one round: the rate carried from earlier
+        steps stays as it is until :meth:`end_step` folds the step.
 
         Raises:
             StepLifecycleError: no step is open.
