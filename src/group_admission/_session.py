@@ -10,7 +10,6 @@ cookbook run the same object, so what they measure is what the hosts run.
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
+from ._drop_tracker import DropTracker
 from ._exceptions import ConsecutiveFailedGroupsError, StepLifecycleError
 from ._history import PromptHistory, PromptId
 from ._limits import DropLimits
@@ -28,7 +28,6 @@ from ._loading import coerce_config
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
-from ._reasons import RejectionReason
 from ._session_state import restore_session, session_state
 from ._session_types import (
     AdmissionVerdict,
@@ -44,8 +43,6 @@ from ._streaming import StreamPlan, plan_stream
 from ._validation import describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
-
-_WINDOWS = 16  # step windows kept for step-scoped limits; asynchronous hosts overlap only a few steps
 
 
 class AdmissionSession:
@@ -97,8 +94,7 @@ class AdmissionSession:
         self._round = AdmissionStats()
         self._round_samples = 0
         self._round_tokens = 0
-        self._windows: OrderedDict[StepLabel, list[int]] = OrderedDict()
-        self._streak: Counter[str] = Counter()
+        self._drops = DropTracker(self._limits)
         self._step = -1
         self._step_open = False
         self._target = 0
@@ -165,7 +161,7 @@ class AdmissionSession:
     @property
     def consecutive_failures(self) -> int:
         """The current streak of dropped external rejections."""
-        return sum(self._streak.values())
+        return sum(self._drops.streak.values())
 
     def __repr__(self) -> str:
         return (
@@ -227,9 +223,9 @@ class AdmissionSession:
         tokens = check_count(generated_tokens, "generated_tokens")
         label = check_step_label(step)
         with self._lock:
-            keep, fallback = self._apply_limits(decision, label)
+            keep, fallback = self._drops.apply(decision, self._step if label is None else label)
             self._count(decision, fallback, size, tokens)
-            failure = self._note_outcome(decision, dropped=not keep)
+            failure = self._drops.note_outcome(decision, dropped=not keep, host=self._host)
         if failure is not None:
             raise ConsecutiveFailedGroupsError(failure)
         return AdmissionVerdict(keep=keep, decision=decision, fallback_admitted=fallback)
@@ -283,7 +279,7 @@ class AdmissionSession:
                 stats.add_many(result)
             self._round_samples += len(result) * result.group_size
             self._round_tokens += tokens
-            self._extend_streak(result)
+            self._drops.extend_streak(result)
         keep = result.admitted
         return BatchAdmissionVerdict(
             keep=keep, fallback_admitted=np.zeros(len(result), dtype=bool), result=result
@@ -300,56 +296,11 @@ class AdmissionSession:
             keep[row], fallback[row] = verdict.keep, verdict.fallback_admitted
         return BatchAdmissionVerdict(keep=keep, fallback_admitted=fallback, result=result)
 
-    def _extend_streak(self, result: BatchAdmissionResult) -> None:
-        """The streak after a batch without limits: its trailing run of external rejections."""
-        external = result.reason_codes == RejectionReason.EXTERNAL.code
-        others = np.flatnonzero(~external)
-        if len(others):
-            self._streak.clear()
-        for row in range(int(others[-1]) + 1 if len(others) else 0, len(result)):
-            self._streak[result.external_reasons[row][0]] += 1
-
-    def _apply_limits(self, decision: GroupAdmissionDecision, label: StepLabel) -> tuple[bool, bool]:
-        """Whether the group is kept, and whether a limit forced it (under the lock)."""
-        limits = self._limits
-        if not limits.caps_drops:
-            return decision.admitted, False
-        key = "run" if limits.scope == "run" else (self._step if label is None else label)
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = [0, 0]
-            while len(self._windows) > _WINDOWS:
-                self._windows.popitem(last=False)
-        judged, dropped = window
-        keep = decision.admitted or (limits.forceable(decision) and not limits.drop_allowed(judged, dropped))
-        window[0] += 1
-        window[1] += not keep
-        return keep, keep and not decision.admitted
-
     def _count(self, decision: GroupAdmissionDecision, fallback: bool, samples: int, tokens: int) -> None:
         for stats in (self._stats, self._step_stats, self._round):
             stats.add(decision, fallback_admitted=fallback)
         self._round_samples += samples
         self._round_tokens += tokens
-
-    def _note_outcome(self, decision: GroupAdmissionDecision, *, dropped: bool) -> str | None:
-        """Fold one outcome into the failure streak; return the error message at the limit."""
-        if not dropped or decision.reason is not RejectionReason.EXTERNAL:
-            self._streak.clear()
-            return None
-        self._streak[decision.external_reasons[0] if decision.external_reasons else "external"] += 1
-        limit = self._limits.max_consecutive_failed_groups
-        count = sum(self._streak.values())
-        if limit is None or count < limit:
-            return None
-        details = ", ".join(f"{reason} x{n}" for reason, n in self._streak.most_common())
-        self._streak.clear()
-        return (
-            f"{count} consecutive groups were rejected as external ({details}): the {self._host} "
-            "rollout is not producing usable groups, so the run stops here. Fix the generation or "
-            "reward path that fails, or raise 'max_consecutive_failed_groups' "
-            f"(now {limit}) in the group_admission settings."
-        )
 
     # -- the step ------------------------------------------------------------------
     def begin_step(self, target_groups: int) -> None:
@@ -392,6 +343,19 @@ class AdmissionSession:
         samples = state.generated_samples + self._round_samples
         groups = state.generated_groups + self._round.candidates
         return max(1, -(-samples // groups)) if groups else 1
+
+    def _with_round(self, state: SamplingBudgetState) -> SamplingBudgetState:
+        """The step's state with the round in progress counted in, without closing it."""
+        round_ = self._round
+        return attrs.evolve(
+            state,
+            sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
+            generated_groups=state.generated_groups + round_.candidates,
+            generated_samples=state.generated_samples + self._round_samples,
+            generated_tokens=state.generated_tokens + self._round_tokens,
+            admitted_groups=state.admitted_groups + round_.admitted,
+            rejected_groups=state.rejected_groups + round_.rejected,
+        )
 
     def plan(
         self, num_generations: int | None = None, *, estimated_tokens_per_group: float | None = None
@@ -440,17 +404,8 @@ class AdmissionSession:
         with self._lock:
             state = self._require_step("can_launch")
             pending = self._round.candidates
-            view = attrs.evolve(
-                state,
-                sampling_rounds=state.sampling_rounds + (1 if pending else 0),
-                generated_groups=state.generated_groups + pending,
-                generated_samples=state.generated_samples + self._round_samples,
-                generated_tokens=state.generated_tokens + self._round_tokens,
-                admitted_groups=state.admitted_groups + self._round.admitted,
-                rejected_groups=state.rejected_groups + self._round.rejected,
-            )
             return self._controller.can_generate(
-                view,
+                self._with_round(state),
                 wanted,
                 target_groups=self._target,
                 num_generations=self._group_size(state, num_generations),
@@ -483,19 +438,9 @@ class AdmissionSession:
         """
         with self._lock:
             state = self._require_step("stream_plan")
-            round_ = self._round
-            view = attrs.evolve(
-                state,
-                sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
-                generated_groups=state.generated_groups + round_.candidates,
-                generated_samples=state.generated_samples + self._round_samples,
-                generated_tokens=state.generated_tokens + self._round_tokens,
-                admitted_groups=state.admitted_groups + round_.admitted,
-                rejected_groups=state.rejected_groups + round_.rejected,
-            )
             return plan_stream(
                 self._controller,
-                view,
+                self._with_round(state),
                 target_groups=self._target,
                 in_flight=in_flight,
                 num_generations=self._group_size(state, num_generations),

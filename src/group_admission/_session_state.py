@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from ._budget import SamplingBudgetState
+from ._drop_tracker import DropTracker
 from ._exceptions import CheckpointError
 from ._metrics import AdmissionStats
 from ._validation import describe
@@ -48,8 +49,8 @@ def session_state(session: AdmissionSession) -> dict[str, Any]:
         "round": {"stats": s._round.to_dict(), "samples": s._round_samples, "tokens": s._round_tokens},
         "step": {"index": s._step, "open": s._step_open, "target_groups": s._target},
         "budget": None if s._state is None else s._state.to_dict(),
-        "windows": [[key, judged, dropped] for key, (judged, dropped) in s._windows.items()],
-        "streak": dict(s._streak),
+        "windows": [[key, judged, dropped] for key, (judged, dropped) in s._drops.windows.items()],
+        "streak": dict(s._drops.streak),
     }
 
 
@@ -139,8 +140,7 @@ def restore_session(data: object, session: AdmissionSession) -> dict[str, Any]:
         "_step": _int(step.get("index"), "step.index", -1),
         "_target": _int(step.get("target_groups"), "step.target_groups"),
         "_state": None if budget is None else SamplingBudgetState.from_dict(budget),
-        "_windows": _windows(state["windows"]),
-        "_streak": _streak(state["streak"]),
+        "_drops": DropTracker(session.limits, _windows(state["windows"]), _streak(state["streak"])),
         "_plan": None,
     }
     is_open = step.get("open")
