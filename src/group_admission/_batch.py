@@ -288,8 +288,34 @@ def evaluate_batch(
         raise ValueError(completions_required_message(config))
     merged = {} if rollout_ids is None else _repeated_id_rows(rollout_ids, groups, size)
 
+    columns = _empty_columns(groups, size)
+    failed = missing | non_finite
+    for row in sorted(set(range(len(caller or ()))) | set(np.flatnonzero(failed).tolist())):
+        found = _caller_reasons(caller, row)
+        found.extend(p for p in _row_problems(bool(missing[row]), bool(non_finite[row])) if p not in found)
+        if found:
+            columns.external[row] = found
+    _reward_gate(config, gated, failed, columns)
+    if texts is not None:
+        _similarity_gate(config, scorer, texts, set(merged), columns)
+    _assign_codes(columns)
+    # Rows whose rollout ids repeat are merged and judged one by one, as evaluate() does.
+    for row, ids in merged.items():
+        values, row_texts, inconsistent = merge_rollouts(
+            gated[row].tolist(), None if texts is None else texts[row], ids
+        )
+        problems = _row_problems(bool(missing[row]), bool(non_finite[row]))
+        if inconsistent:
+            problems.append(CHECK_INCONSISTENT_ROLLOUT)
+        key = None if keys is None else keys[row]
+        external = _caller_reasons(caller, row)
+        columns.write(row, judge_group(config, scorer, values, row_texts, external, problems, size, key))
+    return _result(columns, size, keys)
+
+
+def _empty_columns(groups: int, size: int) -> _Columns:
     nan = np.full(groups, np.nan)
-    columns = _Columns(
+    return _Columns(
         codes=np.zeros(groups, dtype=np.int8),
         flags=np.zeros(groups, dtype=np.uint8),
         external={},
@@ -301,14 +327,10 @@ def evaluate_batch(
         mean_similarity=nan.copy(),
         max_similarity=nan,
     )
-    for row in sorted(set(range(len(caller or ()))) | set(np.flatnonzero(missing | non_finite).tolist())):
-        found = _caller_reasons(caller, row)
-        found.extend(p for p in _row_problems(bool(missing[row]), bool(non_finite[row])) if p not in found)
-        if found:
-            columns.external[row] = found
-    _reward_gate(config, gated, missing | non_finite, columns)
-    if texts is not None:
-        _similarity_gate(config, scorer, texts, set(merged), columns)
+
+
+def _assign_codes(columns: _Columns) -> None:
+    """Each row's primary reason from its failed checks, in the vocabulary's precedence."""
     flags = columns.flags
     columns.codes[(flags & CHECK_BITS[CHECK_SIMILARITY]) > 0] = RejectionReason.REDUNDANT.code
     reward_failed = (flags & REWARD_CHECK_BITS) > 0
@@ -316,16 +338,9 @@ def evaluate_batch(
         columns.spread[reward_failed] == 0.0, RejectionReason.EXACT_DEAD.code, RejectionReason.NEAR_TIE.code
     )
     columns.codes[list(columns.external)] = RejectionReason.EXTERNAL.code
-    for row, ids in merged.items():
-        values, row_texts, inconsistent = merge_rollouts(
-            gated[row].tolist(), None if texts is None else texts[row], ids
-        )
-        problems = _row_problems(bool(missing[row]), bool(non_finite[row]))
-        if inconsistent:
-            problems.append(CHECK_INCONSISTENT_ROLLOUT)
-        key = None if keys is None else keys[row]
-        external = _caller_reasons(caller, row)
-        columns.write(row, judge_group(config, scorer, values, row_texts, external, problems, size, key))
+
+
+def _result(columns: _Columns, size: int, keys: tuple[Hashable, ...] | None) -> BatchAdmissionResult:
     return BatchAdmissionResult(
         reason_codes=columns.codes,
         check_flags=columns.flags,
