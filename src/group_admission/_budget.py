@@ -38,6 +38,7 @@ __all__ = [
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
+    "budget_caps",
 ]
 
 #: Why a plan is what it is: the target is met, or a cap binds.
@@ -413,7 +414,7 @@ class SamplingBudgetController:
         requested = groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
-        caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
+        caps = budget_caps(self._config, state, target_groups, num_generations, estimated_tokens_per_group)
         granted = min([requested, *caps.values()])
         # A cap binds when it is what the plan was cut to (a cap equal to the request
         # also binds: one more group would break it).
@@ -456,33 +457,37 @@ class SamplingBudgetController:
         rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
         if new_round and not rounds_left:
             return False
-        caps = self._caps(state, target_groups, num_generations, estimated_tokens_per_group)
+        caps = budget_caps(self._config, state, target_groups, num_generations, estimated_tokens_per_group)
         return all(
             cap >= groups for name, cap in caps.items() if name != "per_round_group_budget" or new_round
         )
 
-    def _caps(
-        self,
-        state: SamplingBudgetState,
-        target_groups: int,
-        num_generations: int,
-        estimated_tokens_per_group: float | None,
-    ) -> dict[BudgetLimit, int]:
-        config = self._config
-        caps: dict[BudgetLimit, int] = {
-            "extra_group_budget": max(0, target_groups + config.max_extra_groups - state.generated_groups),
-        }
-        if config.max_extra_groups_per_round is not None:
-            caps["per_round_group_budget"] = config.max_extra_groups_per_round
-        if config.max_total_samples is not None:
-            caps["sample_budget"] = (
-                max(0, config.max_total_samples - state.generated_samples) // num_generations
-            )
-        if config.max_total_tokens is not None:
-            left = max(0, config.max_total_tokens - state.generated_tokens)
-            if estimated_tokens_per_group is not None:
-                caps["token_budget"] = groups_within(left, estimated_tokens_per_group)
-            elif state.generated_groups and state.generated_tokens:
-                # The observed mean tokens per group, as a fraction: left * groups // tokens.
-                caps["token_budget"] = left * state.generated_groups // state.generated_tokens
-        return caps
+
+def budget_caps(
+    config: SamplingBudgetConfig,
+    state: SamplingBudgetState,
+    target_groups: int,
+    num_generations: int,
+    estimated_tokens_per_group: float | None,
+) -> dict[BudgetLimit, int]:
+    """
+    How many more groups each cap of ``config`` allows after ``state``, by limit name.
+
+    The one copy of the cap arithmetic: the round planner, the streaming planner and the
+    per-prompt planner all size their groups with it, so they cannot drift apart.
+    """
+    caps: dict[BudgetLimit, int] = {
+        "extra_group_budget": max(0, target_groups + config.max_extra_groups - state.generated_groups),
+    }
+    if config.max_extra_groups_per_round is not None:
+        caps["per_round_group_budget"] = config.max_extra_groups_per_round
+    if config.max_total_samples is not None:
+        caps["sample_budget"] = max(0, config.max_total_samples - state.generated_samples) // num_generations
+    if config.max_total_tokens is not None:
+        left = max(0, config.max_total_tokens - state.generated_tokens)
+        if estimated_tokens_per_group is not None:
+            caps["token_budget"] = groups_within(left, estimated_tokens_per_group)
+        elif state.generated_groups and state.generated_tokens:
+            # The observed mean tokens per group, as a fraction: left * groups // tokens.
+            caps["token_budget"] = left * state.generated_groups // state.generated_tokens
+    return caps

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState
+from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, budget_caps
 from ._history import PromptHistory, PromptId
 from ._validation import describe
 
@@ -152,8 +152,7 @@ def plan_prompts(
         )
     bound = config.confidence if config.mode == "confidence" else None
     requested = prompts_needed(picks.informative_probabilities, remaining, bound)
-    # The cap arithmetic is the round planner's own, so the two cannot drift apart.
-    caps = controller._caps(state, target_groups, num_generations, estimated_tokens_per_group)
+    caps = budget_caps(controller.config, state, target_groups, num_generations, estimated_tokens_per_group)
     granted = min([requested, *caps.values()])
     limited_by: tuple[BudgetLimit, ...] = tuple(
         name for name, cap in caps.items() if cap == granted and cap <= requested and requested

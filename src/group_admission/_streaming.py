@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState
+from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, budget_caps
 from ._planning import binomial_groups_needed
 from ._validation import describe
 
@@ -198,7 +198,6 @@ def _caps(
         generated_samples=state.generated_samples + in_flight * num_generations,
         generated_tokens=state.generated_tokens + (math.ceil(in_flight * per_group) if per_group else 0),
     )
-    # The cap arithmetic is the round planner's own, so the two cannot drift apart.
-    caps = controller._caps(view, target, num_generations, per_group)
+    caps = budget_caps(controller.config, view, target, num_generations, per_group)
     caps.pop("per_round_group_budget", None)
     return caps
