@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +30,9 @@ from ._cli_flags import (
     one_line,
     output_file,
     read_config,
+    strategy_list,
     user_input,
+    write_json,
 )
 from ._cli_pool import COMMAND as POOL_COMMAND
 from ._cli_pool import add_pool_command, run_pool_command
@@ -39,7 +40,6 @@ from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
 from ._explain import explain_budget, explain_policy
 from ._loading import require_extra
-from ._validation import describe
 from .simulation._models import TASK_MODELS
 from .simulation._simulate import PreparedSimulation, prepare_simulation, run_simulation
 
@@ -130,13 +130,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _strategies(value: object) -> list[Any] | None:
-    if value is not None and not isinstance(value, list):
-        msg = f"'strategies' must be a list of kinds or mappings (got {describe(value)})"
-        raise ConfigurationError(msg)
-    return value
-
-
 def _prepare(args: argparse.Namespace) -> PreparedSimulation:
     """Every setting of ``simulate``, checked; a mistake raises ``ConfigurationError``."""
     if args.plot is not None:
@@ -147,7 +140,7 @@ def _prepare(args: argparse.Namespace) -> PreparedSimulation:
     with user_input():
         data, _ = read_config(args.config, SECTIONS)
         apply_flags(data, args)
-        strategies = _strategies(data.get("strategies") if args.strategies is None else args.strategies)
+        strategies = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
         policy, budget = data["policy"], data["budget"]
         return prepare_simulation(
             simulation.SimulationConfig.from_mapping(data["simulation"]),
@@ -168,10 +161,7 @@ def _simulate(args: argparse.Namespace) -> int:
             writer.writerows(rows)
         print(f"wrote {args.csv}")
     if args.json is not None:
-        with output_file(args.json) as handle:
-            json.dump(result.to_dict(), handle, indent=2)
-            handle.write("\n")
-        print(f"wrote {args.json}")
+        write_json(args.json, result.to_dict())
     if args.plot is not None:
         try:
             simulation.plot_result(result, args.plot)
@@ -189,7 +179,7 @@ def _simulation_lines(data: dict[str, Any], present: set[str]) -> list[str]:
         f"{config.group_size}, {config.tasks.kind} tasks (mean pass rate "
         f"{config.tasks.mean_pass_rate:.3f}), seed {config.seed}."
     ]
-    strategies = _strategies(data.get("strategies"))
+    strategies = strategy_list(data.get("strategies"))
     if "strategies" in present and strategies is not None:
         budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
         built = [simulation.strategy_from_mapping(item, budget=budget) for item in strategies]

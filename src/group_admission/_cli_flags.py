@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import json
 import os
 import re
 import typing
@@ -35,7 +36,9 @@ __all__ = [
     "one_line",
     "output_file",
     "read_config",
+    "strategy_list",
     "user_input",
+    "write_json",
 ]
 
 
@@ -234,3 +237,19 @@ def output_file(path: str) -> Iterator[TextIO]:
             yield handle
     except OSError as exc:
         raise cannot_access(path, exc) from exc
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write ``data`` as indented JSON to ``path`` and say so."""
+    with output_file(path) as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+    print(f"wrote {path}")
+
+
+def strategy_list(value: object) -> list[Any] | None:
+    """The 'strategies' setting: ``None`` or a list of kinds or mappings."""
+    if value is not None and not isinstance(value, list):
+        msg = f"'strategies' must be a list of kinds or mappings (got {describe(value)})"
+        raise ConfigurationError(msg)
+    return value

@@ -11,7 +11,6 @@ and :class:`PromptHistoryConfig`, as ``simulate``'s are.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,12 +22,12 @@ from ._cli_flags import (
     add_section_flags,
     apply_flags,
     names,
-    output_file,
     read_config,
+    strategy_list,
     user_input,
+    write_json,
 )
 from ._config import GroupAdmissionConfig
-from ._exceptions import ConfigurationError
 from ._history_config import PromptHistoryConfig
 from ._validation import describe
 from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
@@ -136,11 +135,8 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
     with user_input():
         data, _ = read_config(args.config, POOL_SECTIONS)
         apply_flags(data, args)
-        items = data.get("strategies") if args.strategies is None else args.strategies
+        items = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
         items = list(DEFAULT_KINDS) if items is None else items
-        if not isinstance(items, list):
-            msg = f"'strategies' must be a list of kinds or mappings (got {describe(items)})"
-            raise ConfigurationError(msg)
         config = PromptPoolConfig.from_mapping(data["pool"])
         policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
         budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
@@ -156,8 +152,5 @@ def run_pool_command(args: argparse.Namespace) -> int:
     result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
     print(result.format_table())
     if args.json is not None:
-        with output_file(args.json) as handle:
-            json.dump(result.to_dict(), handle, indent=2)
-            handle.write("\n")
-        print(f"wrote {args.json}")
+        write_json(args.json, result.to_dict())
     return 0
