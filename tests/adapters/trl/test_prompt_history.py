@@ -105,17 +105,16 @@ class TestTrainer:
         assert trainer._history_keep() is None
         assert trainer.train_dataset.column_names == ["prompt", "kind"]
 
-    def test_the_resampling_stream_skips_solved_prompts_but_at_the_exploration_floor(
+    def test_the_history_pick_skips_solved_prompts_but_at_the_exploration_floor(
         self, tiny_model: str, tmp_path: Path
     ) -> None:
         history = seeded_history()
         trainer = make(tiny_model, tmp_path, budget=BUDGET, prompt_history=history)
-        for _ in range(2):  # step 1: the evidence of step 0 counts
-            trainer.admission_session.begin_step(2)
         order = list(trainer._admission_prompts._order)
 
-        rows = trainer._admission_prompts.draw(64, 4, trainer._history_keep())
+        kept = trainer._history_keep()(order, 1)  # step 1: the evidence of step 0 counts
 
+        rows = trainer._admission_prompts.rows([index for index in order if index in kept], 4)
         drawn = [row[ID_COLUMN] for row in rows[::4]]
         expected = [p for p in order if p not in SOLVED or explored(history, p, step=1)]
         assert drawn == expected
@@ -136,10 +135,10 @@ class TestTrainer:
             config={"max_steps": 3},
         )
         stream, draws, judged = trainer._admission_prompts, [], []
-        draw, judge_round = stream.draw, trainer._judge_round
+        draw, judge_round = stream.rows, trainer._judge_round
 
-        def spy_draw(groups: int, size: int, keep: Any = None) -> list[dict[str, Any]]:
-            rows = draw(groups, size, keep)
+        def spy_draw(indices: list[int], size: int) -> list[dict[str, Any]]:
+            rows = draw(indices, size)
             draws.append((trainer.admission_session.step, [row[ID_COLUMN] for row in rows[::size]]))
             return rows
 
@@ -147,7 +146,7 @@ class TestTrainer:
             judged.extend((trainer.admission_session.step, prompt) for prompt in ids)
             return judge_round(output, ids)
 
-        stream.draw, trainer._judge_round = spy_draw, spy_judge
+        stream.rows, trainer._judge_round = spy_draw, spy_judge
         trainer.train()
 
         later = [(step, prompt) for step, prompts in draws if step >= 1 for prompt in prompts]
