@@ -105,15 +105,15 @@ class TestWithHistory:
         assert epochs(first, 2) == epochs(second, 2)
         assert first.pending == second.pending
 
-    def test_a_history_that_skips_everything_cannot_stall_a_batch(self) -> None:
+    def test_a_history_that_skips_everything_cannot_stall_a_batch_and_that_is_counted(self) -> None:
         sampler = PickingSampler(base(), lambda indices, step: set())
 
         indices = list(sampler)
 
         assert len(indices) == len(sampler)
-        assert sampler.pending[0][1] == 39  # a whole pass refused, then TRL's order
+        assert sampler.counts(0) == (39, 3)  # a whole pass refused, then TRL's order
 
-    def test_skipped_reads_a_step_and_forgets_the_chunks_up_to_it(self) -> None:
+    def test_counts_read_a_step_and_forget_the_chunks_up_to_it(self) -> None:
         sampler = PickingSampler(base(), keep_of(dead_history()))
         sampler.chunk = 1
         iterator = iter(sampler)
@@ -121,9 +121,9 @@ class TestWithHistory:
             next(iterator)
         counts = {number: entry[1] for number, entry in sampler.pending.items()}
 
-        assert sampler.skipped(2) == counts[2]
+        assert sampler.counts(2) == (counts[2], 0)
         assert list(sampler.pending) == [3]
-        assert sampler.skipped(9) == 0
+        assert sampler.counts(9) == (0, 0)
 
 
 class TestRestore:
@@ -135,7 +135,7 @@ class TestRestore:
         stream = (index for _ in range(3) for index in original)
         block = 3 * 4 * 2
         rows = [next(stream) for _ in range(block * (trained + 1) + 1)]
-        original.skipped(trained - 1)
+        original.counts(trained - 1)
         state = original.state_dict()
         rows += [next(stream) for _ in range(block * 10)]
 
@@ -152,7 +152,7 @@ class TestRestore:
     def test_with_ignore_data_skip_the_epoch_starts_at_the_next_chunk(self) -> None:
         original = PickingSampler(base(), keep_of(dead_history()))
         block, first = 3 * 4 * 2, list(original)
-        original.skipped(4)  # chunks 0-4 generated; 5-12 yielded ahead
+        original.counts(4)  # chunks 0-4 generated; 5-12 yielded ahead
         state = original.state_dict()
         second = list(original)
         restored = PickingSampler(base(), keep_of(dead_history()))

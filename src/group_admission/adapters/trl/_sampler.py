@@ -29,8 +29,9 @@ class PickingSampler(Sampler[int]):
 
     Chunk ``c`` (counted from the start of training) is generated at admission step ``c``,
     so it is picked with ``step=c``: the same on every rank. ``pending`` holds the chunks
-    yielded but not yet generated, with the prompts skipped to fill each. Without ``keep``
-    it yields exactly ``base``'s indices.
+    yielded but not yet generated, with the prompts skipped to fill each and those taken
+    in TRL's order after the history refused a whole pass (so that training cannot stall).
+    Without ``keep`` it yields exactly ``base``'s indices.
     """
 
     def __init__(self, base: Any, keep: Keep | None) -> None:
@@ -41,7 +42,7 @@ class PickingSampler(Sampler[int]):
         self._order: list[int] = []
         self._fast_forward = 0
         self.chunk = 0
-        self.pending: dict[int, tuple[list[int], int]] = {}
+        self.pending: dict[int, tuple[list[int], int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._base)
@@ -63,17 +64,18 @@ class PickingSampler(Sampler[int]):
         if number in self.pending:  # restored: yielded before the checkpoint, not yet generated
             return self.pending[number][0]
         prompts: list[int] = []
-        looked = 0
+        looked = forced = 0
         while len(prompts) < size:
             candidates = self._candidates(size - len(prompts))
             looked += len(candidates)
-            # A history that refuses a whole pass for one chunk cannot stall training: TRL's order.
-            if self._keep is None or looked > self._pass_length:
+            if self._keep is not None and looked > self._pass_length:
+                forced += len(candidates)
+            if self._keep is None or forced:
                 prompts += candidates
             else:
                 kept = self._keep(candidates, number)
                 prompts += [index for index in candidates if index in kept]
-        self.pending[number] = (prompts, looked - size)
+        self.pending[number] = (prompts, looked - size, forced)
         return prompts
 
     def _candidates(self, count: int) -> list[int]:
@@ -94,12 +96,12 @@ class PickingSampler(Sampler[int]):
             order = list(range(len(base.data_source)))
         return order[: self._pass_length]
 
-    def skipped(self, step: int) -> int:
-        """The prompts skipped to fill the chunk of ``step``; forget the chunks up to it."""
+    def counts(self, step: int) -> tuple[int, int]:
+        """The chunk of ``step``'s prompts skipped and taken unpicked; forget the chunks up to it."""
         entry = self.pending.get(step)
         for number in [number for number in self.pending if number <= step]:
             del self.pending[number]
-        return 0 if entry is None else entry[1]
+        return (0, 0) if entry is None else (entry[1], entry[2])
 
     def state_dict(self) -> dict[str, Any]:
         """The position (JSON-safe): the next chunk to generate, the cursor, the chunks yielded ahead."""
@@ -118,9 +120,7 @@ class PickingSampler(Sampler[int]):
         (``ignore_data_skip=False``), so the first epoch starts with as many placeholders.
         """
         self.chunk = int(state["chunk"])
-        self.pending = {
-            int(number): (list(prompts), int(skipped)) for number, prompts, skipped in state["pending"]
-        }
+        self.pending = {int(e[0]): (list(e[1]), int(e[2]), int(e[3])) for e in state["pending"]}
         self._passes, self._position, self._order = 0, 0, []
         for _ in range(int(state["passes"])):
             self._order = self._permutation()  # replays TRL's generator to the saved pass

@@ -123,7 +123,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         rounds, filled = [first], verdict.keep.copy()
         slots = [(0, group) for group in range(groups)]
         plan = session.plan(num_generations=size)
-        skipped = 0 if self._main_sampler is None else self._main_sampler.skipped(session.step)
+        skipped, forced = (0, 0) if self._main_sampler is None else self._main_sampler.counts(session.step)
         if self.prompt_history is not None:
             skipped += self._resample_picked(rounds, slots, filled)
         while plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None:
@@ -133,7 +133,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             plan = session.plan(num_generations=size)
         report = session.end_step()
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
-        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()), skipped)
+        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()), (skipped, forced))
         self.last_step_report = report
         return self._mask(output, filled)
 
@@ -272,7 +272,12 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         )
 
     def _log_step(
-        self, report: StepReport, plan: ResamplePlan, rate_before: float, filled: int, skipped: int
+        self,
+        report: StepReport,
+        plan: ResamplePlan,
+        rate_before: float,
+        filled: int,
+        prompts: tuple[int, int],
     ) -> None:
         target = max(1, report.target_groups)
         values: dict[str, float] = {
@@ -289,7 +294,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             "effective_rate_estimate": plan.effective_rate,
         }
         if self.prompt_history is not None:
-            values["prompts_skipped"] = skipped
+            values["prompts_skipped"], values["prompts_forced"] = prompts
         for name, total in self.admission_session.stats.metrics().items():
             values[f"total/{name}"] = total
         for name, value in values.items():
