@@ -105,17 +105,16 @@ class TestTrainer:
         assert trainer._history_keep() is None
         assert trainer.train_dataset.column_names == ["prompt", "kind"]
 
-    def test_the_resampling_stream_skips_solved_prompts_but_at_the_exploration_floor(
+    def test_the_history_pick_skips_solved_prompts_but_at_the_exploration_floor(
         self, tiny_model: str, tmp_path: Path
     ) -> None:
         history = seeded_history()
         trainer = make(tiny_model, tmp_path, budget=BUDGET, prompt_history=history)
-        for _ in range(2):  # step 1: the evidence of step 0 counts
-            trainer.admission_session.begin_step(2)
         order = list(trainer._admission_prompts._order)
 
-        rows = trainer._admission_prompts.draw(64, 4, trainer._history_keep())
+        kept = trainer._history_keep()(order, 1)  # step 1: the evidence of step 0 counts
 
+        rows = trainer._admission_prompts.rows([index for index in order if index in kept], 4)
         drawn = [row[ID_COLUMN] for row in rows[::4]]
         expected = [p for p in order if p not in SOLVED or explored(history, p, step=1)]
         assert drawn == expected
@@ -136,10 +135,10 @@ class TestTrainer:
             config={"max_steps": 3},
         )
         stream, draws, judged = trainer._admission_prompts, [], []
-        draw, judge_round = stream.draw, trainer._judge_round
+        draw, judge_round = stream.rows, trainer._judge_round
 
-        def spy_draw(groups: int, size: int, keep: Any = None) -> list[dict[str, Any]]:
-            rows = draw(groups, size, keep)
+        def spy_draw(indices: list[int], size: int) -> list[dict[str, Any]]:
+            rows = draw(indices, size)
             draws.append((trainer.admission_session.step, [row[ID_COLUMN] for row in rows[::size]]))
             return rows
 
@@ -147,7 +146,7 @@ class TestTrainer:
             judged.extend((trainer.admission_session.step, prompt) for prompt in ids)
             return judge_round(output, ids)
 
-        stream.draw, trainer._judge_round = spy_draw, spy_judge
+        stream.rows, trainer._judge_round = spy_draw, spy_judge
         trainer.train()
 
         later = [(step, prompt) for step, prompts in draws if step >= 1 for prompt in prompts]
@@ -197,3 +196,151 @@ def test_a_history_saved_under_another_config_is_refused() -> None:
     assert _restored_history(state, PromptHistoryConfig(group_size=4)).to_dict() == state
     with pytest.raises(CheckpointError, match="prompt history was saved with"):
         _restored_history(state, PromptHistoryConfig(group_size=4, skip_below=0.3))
+
+
+def dead_history(dead: frozenset[int], live: frozenset[int] = frozenset()) -> PromptHistory:
+    """A history (G = 4) that saw ``dead`` prompts all-wrong and ``live`` ones split, 20 times at step 0."""
+    history = PromptHistory(PromptHistoryConfig(group_size=4))
+    policy = GroupAdmissionPolicy({"min_reward_std": 1e-6})
+    for prompts, rewards in ((dead, [0.0] * 4), (live, [1.0, 0.0, 1.0, 0.0])):
+        for prompt in sorted(prompts):
+            for _ in range(20):
+                history.observe(prompt, policy.evaluate(rewards), step=0)
+    return history
+
+
+def spy_judged(trainer: Any) -> dict[int, list[int]]:
+    """The prompt ids judged at each step (with ``budget=None``: the main batch)."""
+    judged: dict[int, list[int]] = {}
+    judge_round = trainer._judge_round
+
+    def spy(output: dict[str, Any], ids: list[int]) -> Any:
+        judged.setdefault(trainer.admission_session.step, []).extend(ids)
+        return judge_round(output, ids)
+
+    trainer._judge_round = spy
+    return judged
+
+
+def logged(trainer: Any, name: str) -> list[float]:
+    return [entry[name] for entry in trainer.state.log_history if name in entry]
+
+
+@pytest.mark.slow
+class TestMainBatch:
+    def test_the_main_batch_skips_dead_prompts_but_at_the_floor_and_counts_them(
+        self, tiny_model: str, tmp_path: Path
+    ) -> None:
+        dead = frozenset(range(0, 64, 2))  # the rows whose groups are all-wrong
+        history = dead_history(dead, live=frozenset(range(1, 64, 2)))
+        trainer = make(tiny_model, tmp_path, prompt_history=history, config={"max_steps": 6})
+        judged = spy_judged(trainer)
+        trainer.train()
+
+        sampler = trainer._main_sampler
+        assert [len(judged[step]) for step in range(6)] == [2] * 6  # every batch whole: 2 groups
+        for step in range(1, 6):  # step 0 picks before the seeded evidence counts
+            for prompt in judged[step]:
+                floor = uniform_draw(0, prompt_key(prompt), step) < trainer.prompt_history.config.exploration
+                assert prompt not in dead or floor, (step, prompt)
+        skipped = logged(trainer, "group_admission/prompts_skipped")
+        assert len(skipped) == 6
+        assert sum(skipped) > 0
+        yielded_ahead = sum(entry[1] for entry in sampler.pending.values())
+        assert sum(skipped) + yielded_ahead == sampler._position - 2 * sampler.chunk
+        assert logged(trainer, "group_admission/prompts_forced") == [0] * 6
+
+    def test_the_main_batch_of_a_step_is_picked_before_the_step_before_is_judged(
+        self, tiny_model: str, tmp_path: Path
+    ) -> None:
+        trainer = make(tiny_model, tmp_path, prompt_history={}, config={"max_steps": 4})
+        picked_at: dict[int, int] = {}
+        get_sampler = trainer._get_train_sampler
+
+        def spy_sampler(dataset: Any = None) -> Any:
+            sampler = get_sampler(dataset)
+            keep = sampler._keep
+
+            def spy_keep(indices: list[int], step: int) -> set[int]:
+                picked_at.setdefault(step, trainer.admission_session.step)
+                return keep(indices, step)
+
+            sampler._keep = spy_keep
+            return sampler
+
+        trainer._get_train_sampler = spy_sampler
+        trainer.train()
+
+        # The dataloader fetches a batch ahead: step s is picked while step s - 2 is the last judged.
+        assert picked_at == {0: -1, 1: -1, 2: 0, 3: 1, 4: 2}
+
+
+def run_main(tiny_model: str, out: Path, resume: str | None = None) -> tuple[Any, dict[int, list[int]]]:
+    trainer = make(
+        tiny_model,
+        out,
+        dataset=prompt_dataset(8),  # 4 generation batches an epoch: the run crosses two epochs
+        prompt_history=dead_history(frozenset(range(0, 8, 2))),
+        config={"max_steps": 6, "save_strategy": "steps", "save_steps": 3},
+    )
+    judged = spy_judged(trainer)
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, judged
+
+
+@pytest.mark.slow
+def test_a_resumed_run_draws_the_main_batches_of_the_uninterrupted_one(
+    tiny_model: str, tmp_path: Path
+) -> None:
+    original, before = run_main(tiny_model, tmp_path / "a")
+    checkpoint = tmp_path / "a" / "out" / "checkpoint-3"
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+
+    resumed, after = run_main(tiny_model, tmp_path / "b", resume=str(checkpoint))
+
+    assert saved["sampler"]["chunk"] == 3
+    assert sorted(after) == [3, 4, 5]
+    assert [after[step] for step in (3, 4, 5)] == [before[step] for step in (3, 4, 5)]
+    assert sum(logged(original, "group_admission/prompts_skipped")[3:]) > 0  # the history did skip
+    assert resumed._main_sampler.state_dict() == original._main_sampler.state_dict()
+    assert resumed.prompt_history.to_dict() == original.prompt_history.to_dict()
+
+
+@pytest.mark.slow
+def test_resampling_rounds_are_sized_by_the_picked_prompts(tiny_model: str, tmp_path: Path) -> None:
+    history = dead_history(frozenset(range(0, 64, 2)), live=frozenset(range(1, 64, 2)))
+    trainer = make(
+        tiny_model,
+        tmp_path,
+        dataset=prompt_dataset(dead_every=1),  # every group dead: each step resamples
+        budget=BUDGET,
+        prompt_history=history,
+        config={"max_steps": 2},
+    )
+    session, stream, events = trainer.admission_session, trainer._admission_prompts, []
+    pick_prompts, rows = session.pick_prompts, stream.rows
+
+    def spy_pick(history: Any, ids: list[int], **kwargs: Any) -> Any:
+        by_rate = session.plan(num_generations=4).extra_groups  # what plan() would have asked for
+        plan = pick_prompts(history, ids, **kwargs)
+        events.append(("pick", session.step, list(ids), plan, by_rate))
+        return plan
+
+    def spy_rows(indices: list[int], size: int) -> list[dict[str, Any]]:
+        events.append(("rows", session.step, list(indices)))
+        return rows(indices, size)
+
+    session.pick_prompts, stream.rows = spy_pick, spy_rows
+    trainer.train()
+
+    generated = [(i, event) for i, event in enumerate(events) if event[0] == "rows" and event[1] == 1]
+    assert generated
+    for i, (_, _, indices) in generated:
+        _, _, offered, plan, by_rate = events[i - 1]
+        assert indices == list(plan.generate)  # the round is the plan's prompts, in order
+        assert [*plan.generate, *plan.deferred] == [p for p in offered if p not in plan.skipped]
+        if i + 1 < len(events) and events[i + 1][0] == "pick":  # deferred: the front of the stream
+            assert events[i + 1][2][: len(plan.deferred)] == list(plan.deferred)
+    _, _, _, first, by_rate = events[generated[0][0] - 1]
+    # Live prompts (p ~ 0.87 each): 3 are enough for the 2 missing groups; the batch rate asks for the cap.
+    assert (len(first.generate), by_rate) == (3, 6)

@@ -96,6 +96,12 @@ class PromptIds:
         prompt_key(value)  # a str or an int, or a TypeError that says so
         return value  # type: ignore[no-any-return]
 
+    def of_indices(self, dataset: Any, indices: list[int]) -> list[PromptId]:
+        """The ids of the rows at ``indices`` of ``dataset`` (the indices themselves by default)."""
+        if self._source is None:
+            return list(indices)
+        return [self.of_row(dataset[index]) for index in indices]
+
     def strip(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows as TRL should see them: without the added index column."""
         if self._source is not None:

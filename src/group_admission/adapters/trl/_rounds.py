@@ -9,7 +9,7 @@ shape TRL expects. Rounds are padded to one width before rows are picked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -49,6 +49,7 @@ class PromptStream:
         self._seed = seed
         self.epoch = 0
         self.position = 0
+        self._deferred: list[int] = []
         self._order = self._permutation()
 
     def _permutation(self) -> list[int]:
@@ -56,39 +57,38 @@ class PromptStream:
         order: list[int] = torch.randperm(len(self._dataset), generator=generator).tolist()
         return order
 
-    def draw(
-        self, groups: int, num_generations: int, keep: Callable[[list[int]], set[int]] | None = None
-    ) -> list[dict[str, Any]]:
-        """
-        Up to ``groups`` prompt rows, each repeated ``num_generations`` times (TRL's layout).
+    def draw(self, groups: int, num_generations: int) -> list[dict[str, Any]]:
+        """``groups`` prompt rows, each repeated ``num_generations`` times (TRL's layout)."""
+        return self.rows(self.take(groups), num_generations)
 
-        ``keep`` (a prompt history's pick) says which of the next candidate indices to
-        use; the others are used up, as skipped prompts are for the epoch. A draw looks at
-        no more than one pass over the dataset, so it returns fewer rows (or none) when
-        ``keep`` refuses nearly everything.
-        """
-        indices: list[int] = []
-        looked = 0
-        while len(indices) < groups and (keep is None or looked < len(self._order)):
+    def take(self, count: int) -> list[int]:
+        """The next ``count`` indices: the deferred ones first, then the permutation's."""
+        indices, self._deferred = self._deferred[:count], self._deferred[count:]
+        while len(indices) < count:
             if self.position == len(self._order):
                 self.epoch, self.position = self.epoch + 1, 0
                 self._order = self._permutation()
-            end = min(len(self._order), self.position + groups - len(indices))
-            candidates = self._order[self.position : end]
-            kept = set(candidates) if keep is None else keep(candidates)
-            indices += [index for index in candidates if index in kept]
-            looked += len(candidates)
+            end = min(len(self._order), self.position + count - len(indices))
+            indices += self._order[self.position : end]
             self.position = end
-        rows = [self._dataset[index] for index in indices]
-        return [dict(row) for row in rows for _ in range(num_generations)]
+        return indices
 
-    def state_dict(self) -> dict[str, int]:
-        """The stream's position (JSON-safe)."""
-        return {"epoch": self.epoch, "position": self.position}
+    def defer(self, indices: list[int]) -> None:
+        """Put ``indices`` back at the front of the stream, in order (picked, not needed yet)."""
+        self._deferred = indices + self._deferred
 
-    def load_state_dict(self, data: Mapping[str, int]) -> None:
+    def rows(self, indices: list[int], num_generations: int) -> list[dict[str, Any]]:
+        """The rows of ``indices``, each repeated ``num_generations`` times (TRL's layout)."""
+        return [dict(self._dataset[index]) for index in indices for _ in range(num_generations)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stream's position and deferred indices (JSON-safe)."""
+        return {"epoch": self.epoch, "position": self.position, "deferred": list(self._deferred)}
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None:
         """Continue from a :meth:`state_dict` snapshot."""
         self.epoch, self.position = int(data["epoch"]), int(data["position"])
+        self._deferred = [int(index) for index in data.get("deferred", [])]
         self._order = self._permutation()
 
 

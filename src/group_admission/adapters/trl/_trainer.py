@@ -22,6 +22,7 @@ from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
+from ._sampler import Keep, PickingSampler
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
 
@@ -67,6 +68,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         self._admission_prompts: PromptStream | None = None
         self.prompt_history: PromptHistory | None = None
         self._prompt_ids: PromptIds | None = None
+        self._main_sampler: PickingSampler | None = None
         if prompt_history is not None:
             self.prompt_history = as_prompt_history(prompt_history, self.num_generations)
             self._prompt_ids = PromptIds(prompt_id)
@@ -121,19 +123,62 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         rounds, filled = [first], verdict.keep.copy()
         slots = [(0, group) for group in range(groups)]
         plan = session.plan(num_generations=size)
-        while plan.extra_groups > 0 and self._admission_prompts is not None:
-            fresh = self._admission_prompts.draw(plan.extra_groups, size, self._history_keep())
-            if not fresh:  # the history skipped a whole pass of the dataset
-                break
-            extra, ids = self._generate_round(fresh)
+        skipped, forced = (0, 0) if self._main_sampler is None else self._main_sampler.counts(session.step)
+        if self.prompt_history is not None:
+            skipped += self._resample_picked(rounds, slots, filled)
+        while plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None:
+            extra, ids = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
             _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
             rounds.append(extra)
             plan = session.plan(num_generations=size)
         report = session.end_step()
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
-        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()))
+        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()), (skipped, forced))
         self.last_step_report = report
         return self._mask(output, filled)
+
+    def _resample_picked(
+        self, rounds: list[dict[str, Any]], slots: list[tuple[int, int]], filled: np.ndarray[Any, Any]
+    ) -> int:
+        """Resampling rounds of the prompts the history picks; returns the prompts it skipped."""
+        stream, names, history = self._admission_prompts, self._prompt_ids, self.prompt_history
+        if stream is None or names is None or history is None:
+            return 0  # without a budget there are no extra rounds
+        skipped = 0
+        while True:
+            chosen, count = self._pick_round(stream, names, history)
+            skipped += count
+            if not chosen:
+                return skipped
+            extra, ids = self._generate_round(stream.rows(chosen, self.num_generations))
+            _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
+            rounds.append(extra)
+
+    def _pick_round(
+        self, stream: PromptStream, names: PromptIds, history: PromptHistory
+    ) -> tuple[list[int], int]:
+        """
+        The next round's prompts, as ``session.pick_prompts`` picks and sizes them; and the prompts skipped.
+
+        It offers the stream's next ``max_extra_groups`` prompts (no round may generate
+        more), and twice as many while the plan takes every picked prompt and no cap or
+        target stops it, up to one pass. Picked prompts the round does not need go back to
+        the front of the stream; skipped ones are used up.
+        """
+        session, limit = self.admission_session, len(self.train_dataset)
+        offer, skipped = max(1, session.controller.config.max_extra_groups), 0
+        while True:
+            indices = stream.take(offer)
+            ids = names.of_indices(self.train_dataset, indices)
+            plan = session.pick_prompts(history, ids, num_generations=self.num_generations)
+            dropped, chosen = set(plan.skipped), len(plan.generate)
+            picked = [index for index, prompt in zip(indices, ids, strict=True) if prompt not in dropped]
+            skipped += len(plan.skipped)
+            if plan.requested_groups < len(picked) or plan.limited_by or offer >= limit:
+                stream.defer(picked[chosen:])
+                return picked[:chosen], skipped
+            stream.defer(picked)
+            offer = min(2 * offer, limit)
 
     def _generate_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[PromptId] | None]:
         """TRL's generation and scoring of ``inputs``, and the prompt id of each (global) group."""
@@ -150,19 +195,29 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         self._metrics["train"]["frac_reward_zero_std"][-1] = zero_std_fraction(trained, self.num_generations)
         return output, ids
 
-    def _history_keep(self) -> Callable[[list[int]], set[int]] | None:
-        """The prompt history's pick over train-dataset indices (``None`` without a history)."""
-        history, names = self.prompt_history, self._prompt_ids
-        if history is None or names is None:
+    def _history_keep(self) -> Keep | None:
+        """The prompt history's pick over train-dataset indices at a step (``None`` without a history)."""
+        names = self._prompt_ids
+        if self.prompt_history is None or names is None:
             return None
-        step, dataset = self.admission_session.step, self.train_dataset
 
-        def keep(indices: list[int]) -> set[int]:
-            ids = [names.of_row(dataset[index]) for index in indices]
+        def keep(indices: list[int], step: int) -> set[int]:
+            history = self.prompt_history  # read at each call: a checkpoint restore replaces it
+            assert history is not None
+            ids = names.of_indices(self.train_dataset, indices)
             picked = set(history.pick(ids, step=step).picked)
             return {index for index, prompt in zip(indices, ids, strict=True) if prompt in picked}
 
         return keep
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        """TRL's sampler; with a prompt history, its chunks skip the prompts the history skips."""
+        base = super()._get_train_sampler(dataset)
+        keep = self._history_keep()
+        if keep is None:
+            return base
+        self._main_sampler = PickingSampler(base, keep)
+        return self._main_sampler
 
     def _captured_round(self) -> tuple[torch.Tensor, list[Any]]:
         if self._captured is None:
@@ -216,7 +271,14 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             gather_sum=lambda value: gather(value).sum(),
         )
 
-    def _log_step(self, report: StepReport, plan: ResamplePlan, rate_before: float, filled: int) -> None:
+    def _log_step(
+        self,
+        report: StepReport,
+        plan: ResamplePlan,
+        rate_before: float,
+        filled: int,
+        prompts: tuple[int, int],
+    ) -> None:
         target = max(1, report.target_groups)
         values: dict[str, float] = {
             "target_groups": report.target_groups,
@@ -231,6 +293,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             "cost_multiplier": report.generated_groups / target,
             "effective_rate_estimate": plan.effective_rate,
         }
+        if self.prompt_history is not None:
+            values["prompts_skipped"], values["prompts_forced"] = prompts
         for name, total in self.admission_session.stats.metrics().items():
             values[f"total/{name}"] = total
         for name, value in values.items():
@@ -247,6 +311,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             state["prompts"] = self._admission_prompts.state_dict()
         if self.prompt_history is not None:
             state["prompt_history"] = self.prompt_history.to_dict()
+        if self._main_sampler is not None:
+            state["sampler"] = self._main_sampler.state_dict()
         with open(os.path.join(folder, STATE_FILE), "w", encoding="utf-8") as handle:
             json.dump(state, handle)
 
@@ -262,6 +328,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             self._admission_prompts.load_state_dict(state["prompts"])
         if self.prompt_history is not None and "prompt_history" in state:
             self.prompt_history = _restored_history(state["prompt_history"], self.prompt_history.config)
+        if self._main_sampler is not None and "sampler" in state:
+            self._main_sampler.load_state_dict(state["sampler"], skip_trained=not self.args.ignore_data_skip)
 
 
 class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  # TRL is not followed by mypy
