@@ -14,6 +14,7 @@ from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
 from ._prompt_pool import DIFFICULTY_BINS, PoolContext, PromptPool, PromptPoolConfig
+from ._results import NamedResults, aligned_table
 
 __all__ = [
     "POOL_STRATEGY_KINDS",
@@ -121,7 +122,7 @@ def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: in
 
 
 @attrs.frozen(kw_only=True)
-class PoolResult:
+class PoolResult(NamedResults[PoolStrategyResult]):
     """
     The figures of every pool strategy on the same pool and draws.
 
@@ -132,28 +133,6 @@ class PoolResult:
     policy: GroupAdmissionConfig
     strategies: tuple[dict[str, Any], ...]
     results: tuple[PoolStrategyResult, ...]
-
-    def result(self, name: str) -> PoolStrategyResult:
-        """
-        The result of the strategy called ``name``.
-
-        Raises:
-            KeyError: no strategy has that name.
-        """
-        for result in self.results:
-            if result.name == name:
-                return result
-        msg = f"no strategy named {name!r} (have {[r.name for r in self.results]})"
-        raise KeyError(msg)
-
-    def to_dict(self, *, include_steps: bool = False) -> dict[str, Any]:
-        """A JSON-safe snapshot."""
-        return {
-            "config": self.config.to_dict(),
-            "policy": self.policy.to_dict(),
-            "strategies": [dict(spec) for spec in self.strategies],
-            "results": [result.to_dict(include_steps=include_steps) for result in self.results],
-        }
 
     def format_table(self) -> str:
         """The main figures as an aligned plain-text table, one row per strategy."""
@@ -174,15 +153,7 @@ class PoolResult:
                     str(r.epochs),
                 )
             )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [
-            "  ".join(
-                [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
-            )
-            for row in rows
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return aligned_table(rows)
 
 
 def default_pool_strategies() -> tuple[PoolStrategy, ...]:

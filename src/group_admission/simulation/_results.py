@@ -9,7 +9,7 @@ results over many steps (or many seeds) merge without averaging averages.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import attrs
 import numpy as np
@@ -18,7 +18,16 @@ from .._batch import BatchAdmissionResult
 from .._reasons import ADMITTED_CODE, REASONS_BY_CODE, RejectionReason
 from ._stream import GroupBatch
 
-__all__ = ["REJECTION_KEYS", "StepOutcome", "StepTally", "StopReason", "StrategyResult", "summarize"]
+__all__ = [
+    "REJECTION_KEYS",
+    "NamedResults",
+    "StepOutcome",
+    "StepTally",
+    "StopReason",
+    "StrategyResult",
+    "aligned_table",
+    "summarize",
+]
 
 #: Why a step ended.
 StopReason = Literal["target_met", "no_resampling", "budget_exhausted", "max_num_gen_batches", "safety_limit"]
@@ -359,3 +368,59 @@ def summarize(name: str, kind: str, outcomes: Sequence[StepOutcome]) -> Strategy
         safety_limit_hits=sum(o.stop == "safety_limit" for o in outcomes),
         outcomes=tuple(outcomes),
     )
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def to_dict(self, *, include_steps: bool = False) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Named)
+
+
+class NamedResults(Generic[R]):
+    """
+    What a run's result holds, whatever it simulated: its settings and one result per strategy.
+
+    The base of :class:`SimulationResult` and :class:`PoolResult`, which declare the fields.
+    """
+
+    config: Any
+    policy: Any
+    strategies: tuple[dict[str, Any], ...]
+    results: tuple[R, ...]
+
+    def result(self, name: str) -> R:
+        """
+        The result of the strategy called ``name``.
+
+        Raises:
+            KeyError: no strategy has that name.
+        """
+        for result in self.results:
+            if result.name == name:
+                return result
+        msg = f"no strategy named {name!r} (have {[r.name for r in self.results]})"
+        raise KeyError(msg)
+
+    def to_dict(self, *, include_steps: bool = False) -> dict[str, Any]:
+        """A JSON-safe snapshot; ``include_steps`` adds every step's figures."""
+        return {
+            "config": self.config.to_dict(),
+            "policy": self.policy.to_dict(),
+            "strategies": [dict(spec) for spec in self.strategies],
+            "results": [result.to_dict(include_steps=include_steps) for result in self.results],
+        }
+
+
+def aligned_table(cells: Sequence[Sequence[str]]) -> str:
+    """A header row and data rows as plain text: the first column left-aligned, the rest right."""
+    widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]))]
+    lines = []
+    for row in cells:
+        right = (cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        lines.append("  ".join([row[0].ljust(widths[0]), *right]).rstrip())
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)

@@ -15,7 +15,7 @@ from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
 from ._models import SimulationConfig
 from ._planning_strategies import StreamingLaunches
-from ._results import StepOutcome, StrategyResult, summarize
+from ._results import NamedResults, StepOutcome, StrategyResult, aligned_table, summarize
 from ._strategies import (
     ControllerResampling,
     NoFiltering,
@@ -193,7 +193,7 @@ def _as_strategies(strategies: Any, budget: Any, config: SimulationConfig) -> tu
 
 
 @attrs.frozen(kw_only=True)
-class SimulationResult:
+class SimulationResult(NamedResults[StrategyResult]):
     """
     The figures of every strategy on the same simulated steps.
 
@@ -210,28 +210,6 @@ class SimulationResult:
     policy: GroupAdmissionConfig
     strategies: tuple[dict[str, Any], ...]
     results: tuple[StrategyResult, ...]
-
-    def result(self, name: str) -> StrategyResult:
-        """
-        The result of the strategy called ``name``.
-
-        Raises:
-            KeyError: no strategy has that name.
-        """
-        for result in self.results:
-            if result.name == name:
-                return result
-        msg = f"no strategy named {name!r} (have {[r.name for r in self.results]})"
-        raise KeyError(msg)
-
-    def to_dict(self, *, include_steps: bool = False) -> dict[str, Any]:
-        """A JSON-safe snapshot; ``include_steps`` adds every step's outcome."""
-        return {
-            "config": self.config.to_dict(),
-            "policy": self.policy.to_dict(),
-            "strategies": [dict(spec) for spec in self.strategies],
-            "results": [result.to_dict(include_steps=include_steps) for result in self.results],
-        }
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat dict per strategy (the table's figures plus every count), for CSV."""
@@ -252,16 +230,7 @@ class SimulationResult:
                 value = getattr(result, field)
                 row.append("-" if value is None else spec.format(value))
             cells.append(row)
-        widths = [max(len(row[column]) for row in cells) for column in range(len(_TABLE))]
-        lines = []
-        for number, row in enumerate(cells):
-            text = [row[0].ljust(widths[0])] + [
-                cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
-            ]
-            lines.append("  ".join(text).rstrip())
-            if number == 0:
-                lines.append("  ".join("-" * width for width in widths))
-        return "\n".join(lines)
+        return aligned_table(cells)
 
 
 @attrs.frozen(kw_only=True)
