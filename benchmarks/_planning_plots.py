@@ -19,7 +19,9 @@ def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> Non
                 curve = [
                     r
                     for r in rows
-                    if r["name"].startswith("streaming") and ("partial" in r["name"]) == partial
+                    if r["name"].startswith("streaming")
+                    and ("partial" in r["name"]) == partial
+                    and "race" not in r["name"]
                 ]
                 axis.plot(
                     [r["time_vs_slime"]["unlimited"] for r in curve],
@@ -33,6 +35,9 @@ def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> Non
                         name, (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"]), fontsize=7
                     )
             for row in rows:
+                if "race" in row["name"]:
+                    point = (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"])
+                    axis.plot(*point, "*", label=row["name"])
                 if not row["name"].startswith("streaming"):
                     axis.plot(
                         row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"], "s", label=row["name"]
@@ -55,7 +60,7 @@ def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> Non
                 )
             for row in carried:
                 axis.annotate(
-                    row["name"].split(",")[0].replace("streaming(", ""),
+                    row["name"].replace("streaming(", "").replace(",partial", "").rstrip(")"),
                     (row["time_vs_slime"]["unlimited"], 100 * row["resumed_share"]),
                     fontsize=7,
                 )

@@ -62,6 +62,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 FIGURES = ROOT / "docs" / "planning"
 SEED = 0
 CONFIDENCES = (0.5, 0.9, 0.99, 0.999, 0.9999)
+#: Admitted groups raced per open place, with partial rollout (see ``plan_stream``).
+RACES = (1.5, 2.0)
 
 # --- 1. streaming ------------------------------------------------------------------------
 STREAM_STEPS = 400
@@ -145,11 +147,14 @@ def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig,
 
 
 def streaming(budget: dict[str, int]) -> list[StreamingLaunches]:
-    """Streaming at every confidence, aborting at the target and carrying (partial rollout)."""
-    return [
+    """Streaming at every confidence, aborting at the target and carrying (partial rollout), and racing."""
+    plain = [
         StreamingLaunches(budget=budget, confidence=c, partial_rollout=partial)
         for partial in (False, True)
         for c in CONFIDENCES
+    ]
+    return plain + [
+        StreamingLaunches(budget=budget, confidence=0.99, race=race, partial_rollout=True) for race in RACES
     ]
 
 

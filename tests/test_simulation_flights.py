@@ -164,6 +164,20 @@ class TestStreamingPartialRollout:
         assert 0 < carry.resumed_groups < carry.delivered_groups
         assert carry.generated_tokens < 0.9 * abort.generated_tokens
 
+    def test_racing_more_groups_is_faster_and_trains_on_more_resumed_ones(self) -> None:
+        strategies = [
+            StreamingLaunches(confidence=0.9, partial_rollout=True, name="plain"),
+            StreamingLaunches(confidence=0.9, race=2.0, partial_rollout=True, name="raced"),
+        ]
+        result = simulate(self.CONFIG, strategies=strategies)
+        plain, raced = result.result("plain"), result.result("raced")
+
+        assert raced.time_per_step < plain.time_per_step
+        assert raced.resumed_groups > plain.resumed_groups
+        assert raced.generated_tokens < 1.1 * plain.generated_tokens  # carried, not thrown away
+        with pytest.raises(ValueError, match="'race' must be >= 1"):
+            StreamingLaunches(race=0.5)
+
     @pytest.mark.parametrize(
         "strategy", [StreamingLaunches(partial_rollout=True), SlimeWaves(partial_rollout=True)]
     )

@@ -107,6 +107,20 @@ class TestPlanStream:
         assert plan.exhausted
         assert 0 == plan.launch
 
+    def test_racing_sizes_the_launch_for_more_admitted_groups_than_places(self) -> None:
+        controller = _controller()
+        plain = plan_stream(controller, _state(), target_groups=16, in_flight=0, num_generations=4)
+        raced = plan_stream(controller, _state(), target_groups=16, in_flight=0, num_generations=4, race=1.5)
+
+        assert binomial_groups_needed(24, 0.5, 0.9) == raced.launch > plain.launch
+        # Racing changes the launch, not when the step tops up or aborts.
+        assert (
+            plan_stream(
+                controller, _state(16), target_groups=16, in_flight=9, num_generations=4, race=2
+            ).abort
+            == 9
+        )
+
     def test_the_round_caps_do_not_apply_to_a_streaming_step(self) -> None:
         controller = _controller(max_resample_rounds=0, max_extra_groups_per_round=1)
         plan = plan_stream(controller, _state(3, 5), target_groups=16, in_flight=0, num_generations=4)
@@ -123,6 +137,9 @@ class TestPlanStream:
             ({"num_generations": 0}, ValueError, "'num_generations' must be >= 1"),
             ({"confidence": 1.0}, ValueError, "'confidence' must be in \\(0, 1\\)"),
             ({"top_up_below": "half"}, TypeError, "'top_up_below' must be a number"),
+            ({"race": 0.5}, ValueError, "'race' must be a finite number >= 1 \\(got 0.5\\)"),
+            ({"race": float("inf")}, ValueError, "'race' must be a finite number >= 1"),
+            ({"race": True}, TypeError, "'race' must be a number >= 1 \\(got True\\)"),
         ],
     )
     def test_bad_input_names_the_argument(

@@ -420,6 +420,7 @@ class AdmissionSession:
         num_generations: int | None = None,
         confidence: float | None = None,
         top_up_below: float = 0.5,
+        race: float = 1.0,
         estimated_tokens_per_group: float | None = None,
     ) -> StreamPlan:
         """
@@ -446,6 +447,7 @@ class AdmissionSession:
                 num_generations=self._group_size(state, num_generations),
                 confidence=confidence,
                 top_up_below=top_up_below,
+                race=race,
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
 

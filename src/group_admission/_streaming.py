@@ -80,6 +80,15 @@ def _check_confidence(value: object, name: str) -> None:
         raise ValueError(msg)
 
 
+def _check_race(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"'race' must be a number >= 1 (got {describe(value)})"
+        raise TypeError(msg)
+    if not 1.0 <= value < math.inf:
+        msg = f"'race' must be a finite number >= 1 (got {value!r})"
+        raise ValueError(msg)
+
+
 def _check_objects(controller: object, state: object) -> None:
     if not isinstance(controller, SamplingBudgetController):
         msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
@@ -111,6 +120,7 @@ def plan_stream(
     num_generations: int,
     confidence: float | None = None,
     top_up_below: float = 0.5,
+    race: float = 1.0,
     estimated_tokens_per_group: float | None = None,
 ) -> StreamPlan:
     """
@@ -133,6 +143,12 @@ def plan_stream(
             meet the target has fallen below this, then launch up to ``confidence``. A
             group launched late rarely finishes before the step ends, so topping up at
             every rejection mostly generates groups that get aborted.
+        race: Admitted groups to race for each place still open, at least 1. The step
+            ends when the target-th admitted group finishes, so racing more of them
+            ends it at an earlier finisher: faster, at the cost of the groups still in
+            flight at the end (aborted tokens, or resumed groups with partial rollout).
+            The launch is sized for ``ceil(race x remaining)`` admitted groups with
+            ``confidence``.
         estimated_tokens_per_group: An upper bound of tokens per group for the token cap
             (default: the observed mean).
 
@@ -148,6 +164,7 @@ def plan_stream(
     confidence = config.confidence if confidence is None else confidence
     _check_confidence(confidence, "confidence")
     _check_confidence(top_up_below, "top_up_below")
+    _check_race(race)
     remaining = max(0, target - state.admitted_groups)
     rate = stream_rate(state, target, config.min_effective_rate)
     if remaining == 0:
@@ -160,7 +177,8 @@ def plan_stream(
             exhausted=False,
             limited_by=("target_met",),
         )
-    requested = max(remaining, binomial_groups_needed(remaining, min(rate, 1.0), confidence))
+    raced = math.ceil(race * remaining - 1e-9)  # 1e-9: 1.5 x 2 is 3, not 4 after rounding
+    requested = max(remaining, binomial_groups_needed(raced, min(rate, 1.0), confidence))
     enough = flying >= binomial_groups_needed(remaining, min(rate, 1.0), top_up_below)
     wanted = 0 if enough else max(0, requested - flying)
     caps = _caps(controller, state, target, flying, size, estimated_tokens_per_group)

@@ -17,7 +17,7 @@ from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_real, describe
+from .._validation import as_float, check_finite, check_ge, check_real, describe
 from ._flights import InFlight
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
@@ -82,6 +82,7 @@ class StreamingLaunches:
             slime's default waves generate).
         confidence: The probability that the groups in flight meet the target; higher
             is faster and generates more.
+        race: Admitted groups to race for each open place (see :func:`plan_stream`).
         partial_rollout: Carry the groups still in flight at the target into the next
             step, where they resume and count as in flight, instead of aborting them
             (slime's ``--partial-rollout``; the delivered groups that resumed were partly
@@ -98,13 +99,17 @@ class StreamingLaunches:
     confidence: float = attrs.field(
         default=0.99, converter=as_float, validator=(check_real, check_finite, _check_confidence)
     )
+    race: float = attrs.field(
+        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
+    )
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=_check_name)
 
     @name.default
     def _default_name(self) -> str:
+        race = f",race {self.race:g}" if self.race != 1.0 else ""
         partial = ",partial" if self.partial_rollout else ""
-        return f"streaming({self.confidence:g}{partial})"
+        return f"streaming({self.confidence:g}{race}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
         """Runs on any config."""
@@ -126,7 +131,9 @@ class StreamingLaunches:
         flights.resume(context.memory.pop("carried", ()), 0.0)
         kept = informative = resumed = launches = 0
         clock = 0.0
-        plan = session.stream_plan(len(flights), num_generations=size, confidence=self.confidence)
+        plan = session.stream_plan(
+            len(flights), num_generations=size, confidence=self.confidence, race=self.race
+        )
         while True:
             if plan.launch and launches < context.safety_max_rounds:
                 batch = context.take(plan.launch)
@@ -142,7 +149,9 @@ class StreamingLaunches:
                     kept += 1
                     informative += verdict.decision.admitted
                     resumed += flight.resumed
-            plan = session.stream_plan(len(flights), num_generations=size, confidence=self.confidence)
+            plan = session.stream_plan(
+                len(flights), num_generations=size, confidence=self.confidence, race=self.race
+            )
         session.end_step()
         closed = flights.close(clock, carry=self.partial_rollout)
         if closed.carried:
