@@ -187,14 +187,14 @@ def stream_rows(result: SimulationResult) -> list[dict[str, Any]]:
 def stream_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Print the rows, then check the goals for each engine."""
     print(
-        f"    {'strategy':26s} {'final':>6s} " + " ".join(f"{'time/slime ' + e:>17s}" for e in ENGINES),
+        f"    {'strategy':34s} {'final':>6s} " + " ".join(f"{'time/slime ' + e:>17s}" for e in ENGINES),
         end="",
     )
     print(f" {'tokens/oracle':>14s} {'tokens/slime':>13s} {'resumed':>8s}")
     for row in rows:
         times = " ".join(f"{row['time_vs_slime'][e]:17.3f}" for e in ENGINES)
         print(
-            f"    {row['name']:26s} {row['final']:6.3f} {times} {row['tokens_vs_oracle']:14.3f} "
+            f"    {row['name']:34s} {row['final']:6.3f} {times} {row['tokens_vs_oracle']:14.3f} "
             f"{row['tokens_vs_slime']:13.3f} {row['resumed_share']:8.3f}"
         )
     ours = [row for row in rows if row["name"].startswith("streaming") and row["final"] >= 1.0 - 1e-12]
