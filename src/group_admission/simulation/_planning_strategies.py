@@ -22,7 +22,7 @@ from ._flights import InFlight
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_bool
+from ._strategies import check_bool, check_name, check_optional_budget, strategy_dict, to_budget
 from ._stream import StepContext
 
 __all__ = [
@@ -34,34 +34,10 @@ __all__ = [
 ]
 
 
-def _check_name(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or not value:
-        msg = f"'{attribute.name}' must be a non-empty string (got {describe(value)})"
-        raise TypeError(msg)
-
-
-def _to_budget(value: Any) -> Any:
-    return SamplingBudgetConfig.from_mapping(value) if isinstance(value, Mapping) else value
-
-
-def _check_budget(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, SamplingBudgetConfig):
-        msg = f"'{attribute.name}' must be a SamplingBudgetConfig or a mapping (got {describe(value)})"
-        raise TypeError(msg)
-
-
 def _check_confidence(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not 0.0 < value < 1.0:
         msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
         raise ValueError(msg)
-
-
-def _strategy_dict(strategy: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"kind": strategy.kind}
-    for field in attrs.fields(type(strategy)):
-        value = getattr(strategy, field.name)
-        data[field.name] = value.to_dict() if hasattr(value, "to_dict") else value
-    return data
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +70,7 @@ class StreamingLaunches:
 
     kind: ClassVar[str] = "streaming"
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=_to_budget, validator=_check_budget
+        default=None, converter=to_budget, validator=check_optional_budget
     )
     confidence: float = attrs.field(
         default=0.99, converter=as_float, validator=(check_real, check_finite, _check_confidence)
@@ -103,7 +79,7 @@ class StreamingLaunches:
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
     )
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
-    name: str = attrs.field(validator=_check_name)
+    name: str = attrs.field(validator=check_name)
 
     @name.default
     def _default_name(self) -> str:
@@ -176,7 +152,7 @@ class StreamingLaunches:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
-        return _strategy_dict(self)
+        return strategy_dict(self)
 
 
 @runtime_checkable
@@ -238,9 +214,9 @@ class PoolController:
 
     kind: ClassVar[str] = "controller"
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=_to_budget, validator=_check_budget
+        default=None, converter=to_budget, validator=check_optional_budget
     )
-    name: str = attrs.field(default="controller", validator=_check_name)
+    name: str = attrs.field(default="controller", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
         """Runs on any pool."""
@@ -258,7 +234,7 @@ class PoolController:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
-        return _strategy_dict(self)
+        return strategy_dict(self)
 
 
 def _history_fields(value: Any) -> Any:
@@ -297,9 +273,9 @@ class HistorySkipping:
     kind: ClassVar[str] = "history"
     history: dict[str, Any] = attrs.field(factory=dict, converter=_history_fields, validator=_check_history)
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=_to_budget, validator=_check_budget
+        default=None, converter=to_budget, validator=check_optional_budget
     )
-    name: str = attrs.field(validator=_check_name)
+    name: str = attrs.field(validator=check_name)
 
     @name.default
     def _default_name(self) -> str:
@@ -348,7 +324,7 @@ class HistorySkipping:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
-        return _strategy_dict(self)
+        return strategy_dict(self)
 
 
 @attrs.frozen(kw_only=True)
@@ -371,9 +347,9 @@ class OracleSkipping:
     kind: ClassVar[str] = "oracle_skip"
     skip_below: float = attrs.field(default=0.1, converter=as_float, validator=(check_real, check_finite))
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=_to_budget, validator=_check_budget
+        default=None, converter=to_budget, validator=check_optional_budget
     )
-    name: str = attrs.field(default="oracle_skip", validator=_check_name)
+    name: str = attrs.field(default="oracle_skip", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
         """Runs on any pool."""
@@ -403,4 +379,4 @@ class OracleSkipping:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
-        return _strategy_dict(self)
+        return strategy_dict(self)

@@ -31,6 +31,7 @@ __all__ = [
     "Strategy",
     "check_bool",
     "check_name",
+    "check_optional_budget",
     "ragen_top_p",
     "strategy_dict",
     "to_budget",
@@ -94,7 +95,8 @@ def _check_budget(_inst: object, attribute: attrs.Attribute[Any], value: object)
         raise TypeError(msg)
 
 
-def _check_optional_budget(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def check_optional_budget(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Require ``None``, a :class:`SamplingBudgetConfig` or a mapping (converted by :func:`to_budget`)."""
     if value is not None:
         _check_budget(inst, attribute, value)
 
@@ -232,7 +234,7 @@ class ControllerResampling:
 
     kind: ClassVar[str] = "controller"
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=_check_optional_budget
+        default=None, converter=to_budget, validator=check_optional_budget
     )
     mode: Literal["expected", "confidence"] | None = attrs.field(default=None, validator=_check_mode)
     carry_rate: bool = attrs.field(default=False, validator=check_bool)
