@@ -179,6 +179,8 @@ def stream_rows(result: SimulationResult) -> list[dict[str, Any]]:
             "tokens_vs_oracle": r.generated_tokens / oracle.generated_tokens,
             "tokens_vs_slime": r.generated_tokens / slime.generated_tokens,
             "resumed_share": r.resumed_groups / r.delivered_groups,
+            "resumed_mean_age": r.resumed_steps / r.resumed_groups if r.resumed_groups else 0.0,
+            "resumed_oldest": r.oldest_resumed,
         }
         for r in result.results
     ]
@@ -190,12 +192,13 @@ def stream_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         f"    {'strategy':34s} {'final':>6s} " + " ".join(f"{'time/slime ' + e:>17s}" for e in ENGINES),
         end="",
     )
-    print(f" {'tokens/oracle':>14s} {'tokens/slime':>13s} {'resumed':>8s}")
+    print(f" {'tokens/oracle':>14s} {'tokens/slime':>13s} {'resumed':>8s} {'age':>5s} {'oldest':>6s}")
     for row in rows:
         times = " ".join(f"{row['time_vs_slime'][e]:17.3f}" for e in ENGINES)
         print(
             f"    {row['name']:34s} {row['final']:6.3f} {times} {row['tokens_vs_oracle']:14.3f} "
-            f"{row['tokens_vs_slime']:13.3f} {row['resumed_share']:8.3f}"
+            f"{row['tokens_vs_slime']:13.3f} {row['resumed_share']:8.3f} {row['resumed_mean_age']:5.2f} "
+            f"{row['resumed_oldest']:6d}"
         )
     ours = [row for row in rows if row["name"].startswith("streaming") and row["final"] >= 1.0 - 1e-12]
     partial = next(row for row in rows if row["name"] == "slime+partial")

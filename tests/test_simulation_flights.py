@@ -143,6 +143,12 @@ class TestSlimePartialRollout:
             step1.carried_groups,
             step1.generation_time,
         )
+        assert (2, 1) == (step1.resumed_steps, step1.oldest_resumed)  # one update each
+        # Step 2 resumes step 1's fresh D(10)s; two fresh L(1)s fill the batch first, so the
+        # D(10)s are carried again and none of them is delivered.
+        step2 = _step(slime, "LL", [1, 1], memory, 2)
+        assert (0, 0, 2) == (step2.resumed_groups, step2.oldest_resumed, step2.carried_groups)
+        assert all(flight.age == 2 for flight in memory["buffer"])
 
 
 class TestStreamingPartialRollout:
@@ -162,6 +168,8 @@ class TestStreamingPartialRollout:
         assert abort.aborted_groups > 0 == carry.aborted_groups
         assert carry.carried_groups > 0
         assert 0 < carry.resumed_groups < carry.delivered_groups
+        assert carry.resumed_groups <= carry.resumed_steps <= carry.resumed_groups * carry.oldest_resumed
+        assert (0, 0) == (abort.resumed_steps, abort.oldest_resumed)
         assert carry.generated_tokens < 0.9 * abort.generated_tokens
 
     def test_racing_more_groups_is_faster_and_trains_on_more_resumed_ones(self) -> None:

@@ -51,6 +51,7 @@ class Flight:
             earlier step started before the step did: it resumes where it stopped).
         spent: Tokens it produced in earlier steps.
         wave: The launch it came in within the step (``-1``: carried from an earlier step).
+        age: Steps it was carried across (each one a policy update it spans).
     """
 
     batch: GroupBatch
@@ -59,6 +60,7 @@ class Flight:
     start: float
     spent: int = 0
     wave: int = 0
+    age: int = 0
 
     @property
     def finish(self) -> float:
@@ -147,7 +149,7 @@ class InFlight:
         produced = [partial_tokens(f.batch.tokens[0], clock - f.start) - f.spent for f in flights]
         if carry:
             carried = tuple(
-                attrs.evolve(f, start=f.start - clock, spent=f.spent + tokens, wave=-1)
+                attrs.evolve(f, start=f.start - clock, spent=f.spent + tokens, wave=-1, age=f.age + 1)
                 for f, tokens in zip(flights, produced, strict=True)
             )
             return Closed(aborted_groups=0, unfinished_tokens=sum(produced), carried=carried)

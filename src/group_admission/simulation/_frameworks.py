@@ -90,7 +90,8 @@ class SlimeWaves:
         wave_size = self.over_sampling_batch_size or target
         buffer: list[Flight] = list(context.memory.pop("buffer", ()))
         flights = InFlight()
-        waves = remaining = kept = informative = surplus = resumed = 0
+        waves = remaining = kept = informative = surplus = 0
+        resumed: list[int] = []  # the age of each delivered group that resumed
         clock = 0.0
         safety = False
         while kept < target:
@@ -116,7 +117,8 @@ class SlimeWaves:
                 kept, informative, remaining, surplus, delivered = self._finish(
                     flight.code, kept, informative, remaining, surplus, target
                 )
-                resumed += delivered and flight.resumed
+                if delivered and flight.resumed:
+                    resumed.append(flight.age)
         # Only the safety limit can leave the step short: every other path refills.
         closed = flights.close(clock, carry=self.partial_rollout)
         if closed.carried or buffer:
@@ -134,7 +136,7 @@ class SlimeWaves:
             aborted_groups=closed.aborted_groups,
             unfinished_tokens=closed.unfinished_tokens,
             carried_groups=len(closed.carried),
-            resumed_groups=resumed,
+            resumed=resumed,
             rounds=waves,
             first_round=flights.first_round(),
             time=clock,

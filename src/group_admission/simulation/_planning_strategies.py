@@ -105,7 +105,8 @@ class StreamingLaunches:
         session.begin_step(target)
         flights = InFlight()
         flights.resume(context.memory.pop("carried", ()), 0.0)
-        kept = informative = resumed = launches = 0
+        kept = informative = launches = 0
+        resumed: list[int] = []  # the age of each delivered group that resumed
         clock = 0.0
         plan = session.stream_plan(
             len(flights), num_generations=size, confidence=self.confidence, race=self.race
@@ -124,7 +125,8 @@ class StreamingLaunches:
                 if verdict.keep and kept < target:
                     kept += 1
                     informative += verdict.decision.admitted
-                    resumed += flight.resumed
+                    if flight.resumed:
+                        resumed.append(flight.age)
             plan = session.stream_plan(
                 len(flights), num_generations=size, confidence=self.confidence, race=self.race
             )
@@ -144,7 +146,7 @@ class StreamingLaunches:
             aborted_groups=closed.aborted_groups,
             unfinished_tokens=closed.unfinished_tokens,
             carried_groups=len(closed.carried),
-            resumed_groups=resumed,
+            resumed=resumed,
             rounds=launches,
             first_round=flights.first_round(),
             time=clock,
