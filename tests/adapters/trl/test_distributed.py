@@ -7,14 +7,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from group_admission import PromptHistoryConfig
+from group_admission._history import prompt_key, uniform_draw
 
 SCRIPT = Path(__file__).parent / "two_process_run.py"
 
 
-@pytest.mark.slow
-def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> None:
+def run_two_ranks(tiny_model: str, tmp_path: Path, mode: str, port: int) -> list[dict[str, Any]]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     command = [
         sys.executable,
@@ -23,10 +26,10 @@ def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> N
         "--nproc_per_node",
         "2",
         "--master_port",
-        "29533",
+        str(port),
     ]
     completed = subprocess.run(
-        [*command, str(SCRIPT), tiny_model, str(tmp_path)],
+        [*command, str(SCRIPT), tiny_model, str(tmp_path), mode],
         check=False,
         env=env,
         capture_output=True,
@@ -34,7 +37,12 @@ def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> N
         timeout=240,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.slow
+def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> None:
+    ranks = run_two_ranks(tiny_model, tmp_path, "plain", 29533)
 
     assert [rank["world"] for rank in ranks] == [2, 2]
     assert ranks[0]["verdicts"] == ranks[1]["verdicts"]
@@ -44,3 +52,22 @@ def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> N
         assert [ranks[r]["local"][step]["rows_with_tokens"] > 0 for r in range(2)] == verdict
         total = sum(ranks[r]["local"][step]["local_tokens"] for r in range(2))
         assert ranks[0]["local"][step]["num_items_in_batch"] == total
+
+
+@pytest.mark.slow
+def test_two_ranks_pick_the_same_main_batches_through_the_history(tiny_model: str, tmp_path: Path) -> None:
+    ranks = run_two_ranks(tiny_model, tmp_path, "history", 29534)
+
+    assert ranks[0]["judged"] == ranks[1]["judged"]
+    assert ranks[0]["history"] == ranks[1]["history"]
+    assert ranks[0]["skipped"] == ranks[1]["skipped"]
+    assert sum(ranks[0]["skipped"]) > 0
+    dead = set(range(0, 64, 2))
+    exploration = PromptHistoryConfig(group_size=4).exploration
+    for step, prompts in ranks[0]["judged"].items():
+        assert len(prompts) == 2  # 2 ranks x 4 rows = 2 groups of 4: every batch whole
+        if int(step) == 0:
+            continue  # step 0 picks before the seeded evidence counts
+        for prompt in prompts:
+            floor = uniform_draw(0, prompt_key(prompt), int(step)) < exploration
+            assert prompt not in dead or floor, (step, prompt)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
+from trl_helpers import accuracy, brevity, dead_history, grpo_config, prompt_dataset
 
 from group_admission import CheckpointError, GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
 from group_admission._history import prompt_key, uniform_draw
@@ -196,17 +196,6 @@ def test_a_history_saved_under_another_config_is_refused() -> None:
     assert _restored_history(state, PromptHistoryConfig(group_size=4)).to_dict() == state
     with pytest.raises(CheckpointError, match="prompt history was saved with"):
         _restored_history(state, PromptHistoryConfig(group_size=4, skip_below=0.3))
-
-
-def dead_history(dead: frozenset[int], live: frozenset[int] = frozenset()) -> PromptHistory:
-    """A history (G = 4) that saw ``dead`` prompts all-wrong and ``live`` ones split, 20 times at step 0."""
-    history = PromptHistory(PromptHistoryConfig(group_size=4))
-    policy = GroupAdmissionPolicy({"min_reward_std": 1e-6})
-    for prompts, rewards in ((dead, [0.0] * 4), (live, [1.0, 0.0, 1.0, 0.0])):
-        for prompt in sorted(prompts):
-            for _ in range(20):
-                history.observe(prompt, policy.evaluate(rewards), step=0)
-    return history
 
 
 def spy_judged(trainer: Any) -> dict[int, list[int]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from group_admission import GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
+
 
 def prompt_dataset(count: int = 64, *, dead_every: int = 2) -> Any:
     """Prompts whose ``kind`` says whether ``accuracy`` gives its group a spread (``live``)."""
@@ -50,3 +52,14 @@ def grpo_config(tmp_path: Path, **overrides: Any) -> Any:
     }
     settings.update(overrides)
     return GRPOConfig(**settings)
+
+
+def dead_history(dead: frozenset[int], live: frozenset[int] = frozenset()) -> PromptHistory:
+    """A history (G = 4) that saw ``dead`` prompts all-wrong and ``live`` ones split, 20 times at step 0."""
+    history = PromptHistory(PromptHistoryConfig(group_size=4))
+    policy = GroupAdmissionPolicy({"min_reward_std": 1e-6})
+    for prompts, rewards in ((dead, [0.0] * 4), (live, [1.0, 0.0, 1.0, 0.0])):
+        for prompt in sorted(prompts):
+            for _ in range(20):
+                history.observe(prompt, policy.evaluate(rewards), step=0)
+    return history
