@@ -23,7 +23,7 @@ import numpy.typing as npt
 from .._batch import BatchAdmissionResult
 from .._decision import GroupAdmissionDecision
 from .._reasons import ADMITTED_CODE
-from ._results import StepTally
+from ._results import StepOutcome, StepTally, StopReason
 from ._stream import GroupBatch
 
 __all__ = ["Flight", "InFlight", "partial_tokens"]
@@ -168,3 +168,45 @@ class InFlight:
         codes = np.array([f.code for f in self.finished], dtype=np.int8)
         tokens = int(batch.tokens.sum()) - sum(f.spent for f in self.finished)
         tally.add_codes(batch, codes, new_round=False, tokens=tokens)
+
+    def end_step(
+        self,
+        clock: float,
+        *,
+        carry: bool,
+        group_size: int,
+        target: int,
+        delivered: tuple[int, int],
+        short_stop: StopReason,
+        rounds: int,
+        resumed: Sequence[int],
+        surplus: int = 0,
+    ) -> tuple[StepOutcome, tuple[Flight, ...]]:
+        """
+        Close the step at ``clock`` (see :meth:`close`) and count it: its outcome, and the groups carried.
+
+        ``delivered`` is (groups delivered, of them admitted); a step short of ``target``
+        stops with ``short_stop``; ``resumed`` holds the age of each delivered group that
+        began in an earlier step.
+        """
+        closed = self.close(clock, carry=carry)
+        tally = StepTally(group_size)
+        self.tally_finished(tally)
+        kept, informative = delivered
+        short = kept < target
+        outcome = tally.outcome(
+            target_groups=target,
+            delivered_groups=kept,
+            delivered_informative=informative,
+            surplus_groups=surplus,
+            stop=short_stop if short else "target_met",
+            exhausted_slots=target - informative if short else 0,
+            aborted_groups=closed.aborted_groups,
+            unfinished_tokens=closed.unfinished_tokens,
+            carried_groups=len(closed.carried),
+            resumed=resumed,
+            rounds=rounds,
+            first_round=self.first_round(),
+            time=clock,
+        )
+        return outcome, closed.carried

@@ -120,27 +120,20 @@ class SlimeWaves:
                 if delivered and flight.resumed:
                     resumed.append(flight.age)
         # Only the safety limit can leave the step short: every other path refills.
-        closed = flights.close(clock, carry=self.partial_rollout)
-        if closed.carried or buffer:
-            context.memory["buffer"] = (*buffer, *closed.carried)
-        tally = StepTally(context.group_size)
-        flights.tally_finished(tally)
-        short = kept < target
-        return tally.outcome(
-            target_groups=target,
-            delivered_groups=kept,
-            delivered_informative=informative,
-            surplus_groups=surplus,
-            stop="safety_limit" if short else "target_met",
-            exhausted_slots=target - informative if short else 0,
-            aborted_groups=closed.aborted_groups,
-            unfinished_tokens=closed.unfinished_tokens,
-            carried_groups=len(closed.carried),
-            resumed=resumed,
+        outcome, carried = flights.end_step(
+            clock,
+            carry=self.partial_rollout,
+            group_size=context.group_size,
+            target=target,
+            delivered=(kept, informative),
+            short_stop="safety_limit",
             rounds=waves,
-            first_round=flights.first_round(),
-            time=clock,
+            resumed=resumed,
+            surplus=surplus,
         )
+        if carried or buffer:
+            context.memory["buffer"] = (*buffer, *carried)
+        return outcome
 
     def _finish(
         self, code: int, kept: int, informative: int, remaining: int, surplus: int, target: int

@@ -21,7 +21,7 @@ from .._validation import as_float, check_finite, check_ge, check_real, describe
 from ._flights import InFlight
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
-from ._results import StepOutcome, StepTally
+from ._results import StepOutcome
 from ._strategies import check_bool, check_name, check_optional_budget, strategy_dict, to_budget
 from ._stream import StepContext
 
@@ -131,26 +131,19 @@ class StreamingLaunches:
                 len(flights), num_generations=size, confidence=self.confidence, race=self.race
             )
         session.end_step()
-        closed = flights.close(clock, carry=self.partial_rollout)
-        if closed.carried:
-            context.memory["carried"] = closed.carried
-        tally = StepTally(size)
-        flights.tally_finished(tally)
-        short = kept < target
-        return tally.outcome(
-            target_groups=target,
-            delivered_groups=kept,
-            delivered_informative=informative,
-            stop="budget_exhausted" if short else "target_met",
-            exhausted_slots=target - informative if short else 0,
-            aborted_groups=closed.aborted_groups,
-            unfinished_tokens=closed.unfinished_tokens,
-            carried_groups=len(closed.carried),
-            resumed=resumed,
+        outcome, carried = flights.end_step(
+            clock,
+            carry=self.partial_rollout,
+            group_size=size,
+            target=target,
+            delivered=(kept, informative),
+            short_stop="budget_exhausted",
             rounds=launches,
-            first_round=flights.first_round(),
-            time=clock,
+            resumed=resumed,
         )
+        if carried:
+            context.memory["carried"] = carried
+        return outcome
 
     def to_dict(self) -> dict[str, Any]:
         """The settings, with the ``kind``."""
