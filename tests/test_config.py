@@ -78,3 +78,14 @@ def test_from_yaml_without_pyyaml_names_the_extra(monkeypatch: pytest.MonkeyPatc
 
     with pytest.raises(ImportError, match=r"pip install 'group-admission\[yaml\]'"):
         GroupAdmissionConfig.from_yaml(tmp_path / "x.yaml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "pinned"), [("torch", True), ("trl", True), ("verl", True), ("plot", False)]
+)
+def test_the_install_line_of_an_extra_that_pulls_torch_says_to_pin_it(extra: str, pinned: bool) -> None:
+    from group_admission._loading import install_line
+
+    line = install_line(extra)
+    assert line.startswith(f"pip install 'group-admission[{extra}]'")
+    assert ("torch==2.13.0" in line) is pinned

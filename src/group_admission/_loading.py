@@ -11,9 +11,26 @@ import attrs
 from ._exceptions import ConfigurationError
 from ._validation import describe
 
-__all__ = ["coerce_config", "from_mapping", "load_yaml_mapping", "require_extra"]
+__all__ = ["coerce_config", "from_mapping", "install_line", "load_yaml_mapping", "require_extra"]
 
 T = TypeVar("T")
+
+
+#: The extras that install torch: their install line carries the advice to pin it.
+_TORCH_EXTRAS = frozenset({"torch", "trl", "verl", "cookbook"})
+
+
+def install_line(extra: str) -> str:
+    """
+    The pip command that installs ``extra``, for error messages.
+
+    For an extra that pulls torch, it says to pin torch in the same command: without a pin,
+    pip may resolve a multi-GB CUDA build.
+    """
+    line = f"pip install 'group-admission[{extra}]'"
+    if extra in _TORCH_EXTRAS:
+        line += " (in the same pip command as your torch pin, e.g. torch==2.13.0)"
+    return line
 
 
 def require_extra(module: str, extra: str, feature: str) -> Any:
@@ -28,10 +45,7 @@ def require_extra(module: str, extra: str, feature: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        msg = (
-            f"{feature} requires the '{module}' package; "
-            f"install it with: pip install 'group-admission[{extra}]'"
-        )
+        msg = f"{feature} requires the '{module}' package; install it with: {install_line(extra)}"
         raise ImportError(msg) from None
 
 

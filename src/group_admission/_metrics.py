@@ -438,8 +438,8 @@ class AdmissionStats:
         Sum the stats of every ``torch.distributed`` rank; every rank gets the total.
 
         Uses ``all_gather_object`` so that external reason names may differ between
-        ranks. Needs torch (``pip install 'group-admission[torch]'``) and an initialised
-        process group.
+        ranks. Needs torch (``pip install 'group-admission[torch]'`` beside your torch pin)
+        and an initialised process group.
         """
         total = AdmissionStats()
         for snapshot in all_gather_snapshots(self.to_dict(), group, feature="AdmissionStats.all_reduce"):

@@ -1,7 +1,8 @@
 """
 TRL adapter: ``AdmissionGRPOTrainer``, a ``trl.GRPOTrainer`` that trains only on admitted groups.
 
-Needs the ``trl`` extra (``pip install 'group-admission[trl]'``); see docs/adapters/trl.md.
+Needs the ``trl`` extra (``pip install 'group-admission[trl]'`` with your torch pin in the same
+command); see docs/adapters/trl.md.
 """
 
 from __future__ import annotations

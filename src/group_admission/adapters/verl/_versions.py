@@ -5,17 +5,15 @@ from __future__ import annotations
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
+from ..._loading import install_line
+
 __all__ = ["INSTALL_HINT", "SUPPORTED_VERSIONS", "check_installed_version"]
 
 #: Distribution requirements this adapter is tested with (``.ci/verl`` installs the lower ends).
 SUPPORTED_VERSIONS: tuple[str, ...] = ("verl>=0.9.1,<0.10", "TransferQueue>=0.1.10")
 
-#: The install line for the adapter's dependencies. Pin torch in the same command, or pip may
-#: resolve a multi-GB CUDA build.
-INSTALL_HINT = (
-    "install it with: pip install 'group-admission[verl]' "
-    "(in the same pip command as your torch pin, e.g. torch==2.13.0)"
-)
+#: The install line for the adapter's dependencies (with the advice to pin torch beside it).
+INSTALL_HINT = f"install it with: {install_line('verl')}"
 
 _SUPPORTED_MINOR = (0, 9)
 
