@@ -18,11 +18,11 @@ from ._planning import (
     check_tokens_per_group,
     groups_expected,
     groups_within,
-    positive_int,
 )
 from ._validation import (
     as_float,
     as_int,
+    check_count,
     check_finite,
     check_ge,
     check_int,
@@ -348,13 +348,11 @@ class SamplingBudgetController:
                 f"(got {describe(num_generations)} and {describe(generated_samples)})"
             )
             raise TypeError(msg)
-        generated_tokens = positive_int(generated_tokens, "generated_tokens", allow_zero=True)
+        generated_tokens = check_count(generated_tokens, "generated_tokens")
         candidates, admitted = _round_counts(decisions_or_stats)
         if generated_samples is None:
-            generated_samples = candidates * positive_int(num_generations, "num_generations")
-        elif (generated_samples := positive_int(generated_samples, "generated_samples", allow_zero=True)) < (
-            candidates
-        ):
+            generated_samples = candidates * check_count(num_generations, "num_generations", 1)
+        elif (generated_samples := check_count(generated_samples, "generated_samples")) < (candidates):
             msg = (
                 f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
             )
@@ -388,8 +386,8 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
-        num_generations = positive_int(num_generations, "num_generations")
+        target_groups = check_count(target_groups, "target_groups")
+        num_generations = check_count(num_generations, "num_generations", 1)
         check_tokens_per_group(estimated_tokens_per_group)
         config = self._config
         remaining = max(0, target_groups - state.admitted_groups)
@@ -450,9 +448,9 @@ class SamplingBudgetController:
         if not isinstance(state, SamplingBudgetState):
             msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
             raise TypeError(msg)
-        groups = positive_int(groups, "groups")
-        target_groups = positive_int(target_groups, "target_groups", allow_zero=True)
-        num_generations = positive_int(num_generations, "num_generations")
+        groups = check_count(groups, "groups", 1)
+        target_groups = check_count(target_groups, "target_groups")
+        num_generations = check_count(num_generations, "num_generations", 1)
         check_tokens_per_group(estimated_tokens_per_group)
         rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
         if new_round and not rounds_left:

@@ -42,7 +42,7 @@ from ._history_state import (
 )
 from ._loading import coerce_config
 from ._reasons import RejectionReason
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "informative_probability"]
 
@@ -139,16 +139,6 @@ class PromptPicks:
         }
 
 
-def _check_step(step: object) -> int:
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-        msg = f"'step' must be an integer (got {describe(step)})"
-        raise TypeError(msg)
-    if step < 0:
-        msg = f"'step' must be >= 0 (got {step})"
-        raise ValueError(msg)
-    return int(step)
-
-
 def _prompt_keys(prompt_ids: object, name: str = "prompt_ids") -> list[str]:
     if isinstance(prompt_ids, (str, bytes, Mapping)) or not isinstance(prompt_ids, Iterable):
         msg = f"'{name}' must be a sequence of prompt ids (got {describe(prompt_ids)})"
@@ -183,13 +173,7 @@ class PromptHistory:
             msg = "'config' must be a PromptHistoryConfig or a mapping with at least 'group_size' (got None)"
             raise TypeError(msg)
         self._config = coerce_config(PromptHistoryConfig, config)
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            msg = f"'rank' must be an integer (got {describe(rank)})"
-            raise TypeError(msg)
-        if rank < 0:
-            msg = f"'rank' must be >= 0 (got {rank})"
-            raise ValueError(msg)
-        self._rank = rank
+        self._rank = check_count(rank, "rank")
         self._lock = threading.RLock()
         self._records: dict[str, Record] = {}
         self._pending: dict[tuple[int, int], Observation] = {}
@@ -274,7 +258,7 @@ class PromptHistory:
         external: list[bool],
         step: int,
     ) -> None:
-        step = _check_step(step)
+        step = check_count(step, "step")
         low, high = self._config.reward_range
         with self._lock:
             for key, mean, size, kept, failed in zip(keys, means, sizes, admitted, external, strict=True):
@@ -356,7 +340,7 @@ class PromptHistory:
 
     def estimate(self, prompt_id: PromptId, *, step: int) -> PromptEstimate:
         """What the history believes about ``prompt_id`` at ``step`` (evidence of earlier steps)."""
-        key, step = prompt_key(prompt_id), _check_step(step)
+        key, step = prompt_key(prompt_id), check_count(step, "step")
         with self._lock:
             self._fold(step)
             mean, informative, keep = self._judge(key, step)
@@ -377,7 +361,7 @@ class PromptHistory:
         falls below its keep probability, so asking again within a step gives the same
         answer, every rank gives the same answer, and a restored history replays it.
         """
-        keys, step = _prompt_keys(prompt_ids), _check_step(step)
+        keys, step = _prompt_keys(prompt_ids), check_count(step, "step")
         picked: list[PromptId] = []
         skipped: list[PromptId] = []
         probabilities: list[float] = []

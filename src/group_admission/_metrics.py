@@ -19,7 +19,7 @@ from ._decision import GroupAdmissionDecision
 from ._distributed import all_gather_snapshots
 from ._exceptions import CheckpointError
 from ._reasons import CHECK_BITS, CHECK_SIMILARITY, REASONS_BY_CODE, REWARD_CHECK_BITS, RejectionReason
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = ["AdmissionStats", "group_admission_metrics"]
 
@@ -243,13 +243,7 @@ class AdmissionStats:
             TypeError: ``count`` is not an integer.
             ValueError: ``count`` is negative, or this would count more fallbacks than rejections.
         """
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
-            msg = f"'count' must be an integer (got {describe(count)})"
-            raise TypeError(msg)
-        count = int(count)
-        if count < 0:
-            msg = f"'count' must be >= 0 (got {count})"
-            raise ValueError(msg)
+        count = check_count(count, "count")
         with self._lock:
             rejected = self._counts["candidates"] - self._counts["admitted"]
             if self._counts["fallback_admitted"] + count > rejected:

@@ -30,7 +30,6 @@ __all__ = [
     "check_tokens_per_group",
     "groups_expected",
     "groups_within",
-    "positive_int",
 ]
 
 # Exact below this variance of successes near the answer; above, the Cornish-Fisher
@@ -237,17 +236,6 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
     if small and math.log(remaining) - math.log(rate) < _LOG_FLOAT_ROOM:
         return _exact(remaining, rate, confidence)
     return _approximate(remaining, rate, confidence)
-
-
-def positive_int(value: object, name: str, *, allow_zero: bool = False) -> int:
-    """Return ``value`` if it is an integer >= 1 (>= 0 with ``allow_zero``), else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < (0 if allow_zero else 1):
-        msg = f"'{name}' must be >= {0 if allow_zero else 1} (got {value})"
-        raise ValueError(msg)
-    return int(value)
 
 
 def check_tokens_per_group(value: object) -> None:

@@ -17,7 +17,7 @@ import attrs
 
 from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, budget_caps
 from ._history import PromptHistory, PromptId
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = ["PromptPlan", "plan_prompts", "prompts_needed"]
 
@@ -106,12 +106,7 @@ def _check_arguments(controller: object, state: object, history: object, target_
     if not isinstance(state, SamplingBudgetState):
         msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
         raise TypeError(msg)
-    if isinstance(target_groups, bool) or not isinstance(target_groups, int):
-        msg = f"'target_groups' must be an integer (got {describe(target_groups)})"
-        raise TypeError(msg)
-    if target_groups < 0:
-        msg = f"'target_groups' must be >= 0 (got {target_groups})"
-        raise ValueError(msg)
+    check_count(target_groups, "target_groups")
 
 
 def plan_prompts(

@@ -14,7 +14,7 @@ from ._budget import SamplingBudgetConfig, SamplingBudgetController
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._policy import GroupAdmissionPolicy
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = [
     "AdmissionVerdict",
@@ -125,16 +125,6 @@ def as_controller(budget: object) -> SamplingBudgetController:
         f"(got {describe(budget)})"
     )
     raise TypeError(msg)
-
-
-def check_count(value: object, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < minimum:
-        msg = f"'{name}' must be >= {minimum} (got {value})"
-        raise ValueError(msg)
-    return int(value)
 
 
 def check_step_label(step: object) -> StepLabel:

@@ -19,7 +19,7 @@ import attrs
 
 from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, budget_caps
 from ._planning import binomial_groups_needed
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = ["StreamPlan", "plan_stream"]
 
@@ -59,16 +59,6 @@ class StreamPlan:
         data = attrs.asdict(self)
         data["limited_by"] = list(self.limited_by)
         return data
-
-
-def _count(value: object, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"'{name}' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    if value < minimum:
-        msg = f"'{name}' must be >= {minimum} (got {value})"
-        raise ValueError(msg)
-    return value
 
 
 def _check_confidence(value: object, name: str) -> None:
@@ -157,9 +147,9 @@ def plan_stream(
     .. versionadded:: 0.2.0
     """
     _check_objects(controller, state)
-    target = _count(target_groups, "target_groups")
-    flying = _count(in_flight, "in_flight")
-    size = _count(num_generations, "num_generations", 1)
+    target = check_count(target_groups, "target_groups")
+    flying = check_count(in_flight, "in_flight")
+    size = check_count(num_generations, "num_generations", 1)
     config = controller.config
     confidence = config.confidence if confidence is None else confidence
     _check_confidence(confidence, "confidence")

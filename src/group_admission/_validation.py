@@ -17,6 +17,7 @@ import attrs
 __all__ = [
     "as_float",
     "as_int",
+    "check_count",
     "check_finite",
     "check_ge",
     "check_gt",
@@ -66,6 +67,23 @@ def as_float(value: float) -> float:
 def as_int(value: int) -> int:
     """Convert integral numpy scalars to ``int``; leave anything else for the validator to reject."""
     return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+
+
+def check_count(value: object, name: str, minimum: int = 0) -> int:
+    """
+    Return ``value`` as an ``int`` if it is an integer (numpy's too) >= ``minimum``.
+
+    Raises:
+        TypeError: not an integer (a bool is not one), naming ``name``.
+        ValueError: below ``minimum``, naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        msg = f"'{name}' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    if value < minimum:
+        msg = f"'{name}' must be >= {minimum} (got {value})"
+        raise ValueError(msg)
+    return int(value)
 
 
 def check_real(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
