@@ -23,10 +23,9 @@ from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
     Parser,
     Section,
-    add_section_flags,
+    add_settings_command,
     apply_flags,
     cannot_access,
-    names,
     one_line,
     output_file,
     read_config,
@@ -100,21 +99,13 @@ def _build_parser() -> argparse.ArgumentParser:
             "'budget' and 'strategies' sections) and flags; flags win."
         ),
     )
-    command.add_argument("--config", metavar="PATH", help="YAML file with the settings")
-    seen: set[str] = set()
-    for section in _FLAG_SECTIONS:
-        add_section_flags(command, section, seen)
-    output = command.add_argument_group("strategies and output")
-    output.add_argument(
-        "--strategies",
-        type=names,
-        default=None,
-        metavar="KINDS",
-        help=f"comma-separated kinds: {', '.join(simulation.STRATEGY_KINDS)} "
+    output = add_settings_command(
+        command,
+        _FLAG_SECTIONS,
+        f"comma-separated kinds: {', '.join(simulation.STRATEGY_KINDS)} "
         "(default: the 'strategies' section, else one of each)",
     )
     output.add_argument("--csv", metavar="PATH", help="also write one CSV row per strategy")
-    output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     output.add_argument("--plot", metavar="PATH", help="also write a PNG plot (needs matplotlib)")
     add_pool_command(commands)
     explain = commands.add_parser(

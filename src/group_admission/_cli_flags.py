@@ -30,6 +30,7 @@ __all__ = [
     "Parser",
     "Section",
     "add_section_flags",
+    "add_settings_command",
     "apply_flags",
     "cannot_access",
     "names",
@@ -253,3 +254,22 @@ def strategy_list(value: object) -> list[Any] | None:
         msg = f"'strategies' must be a list of kinds or mappings (got {describe(value)})"
         raise ConfigurationError(msg)
     return value
+
+
+def add_settings_command(
+    parser: argparse.ArgumentParser, sections: Sequence[Section], strategies_help: str
+) -> argparse._ArgumentGroup:
+    """
+    Give a subcommand ``--config``, a flag for every field of ``sections`` and ``--strategies``.
+
+    Returns the "strategies and output" group, for the command's own output flags; every
+    command that has one writes ``--json``.
+    """
+    parser.add_argument("--config", metavar="PATH", help="YAML file with the settings")
+    seen: set[str] = set()
+    for section in sections:
+        add_section_flags(parser, section, seen)
+    output = parser.add_argument_group("strategies and output")
+    output.add_argument("--strategies", type=names, default=None, metavar="KINDS", help=strategies_help)
+    output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    return output

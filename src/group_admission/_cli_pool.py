@@ -19,9 +19,8 @@ import attrs
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
     Section,
-    add_section_flags,
+    add_settings_command,
     apply_flags,
-    names,
     read_config,
     strategy_list,
     user_input,
@@ -92,20 +91,12 @@ def add_pool_command(commands: Any) -> None:
             "'history' and 'strategies' sections) and flags; flags win."
         ),
     )
-    command.add_argument("--config", metavar="PATH", help="YAML file with the settings")
-    seen: set[str] = set()
-    for section in _FLAG_SECTIONS:
-        add_section_flags(command, section, seen)
-    output = command.add_argument_group("strategies and output")
-    output.add_argument(
-        "--strategies",
-        type=names,
-        default=None,
-        metavar="KINDS",
-        help=f"comma-separated kinds: {', '.join(POOL_KINDS)} "
+    add_settings_command(
+        command,
+        _FLAG_SECTIONS,
+        f"comma-separated kinds: {', '.join(POOL_KINDS)} "
         f"(default: the 'strategies' section, else {', '.join(DEFAULT_KINDS)})",
     )
-    output.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
 
 
 def _spec(item: object, history: Mapping[str, Any], budget: SamplingBudgetConfig | None) -> object:
