@@ -7,11 +7,12 @@ Kept apart from the history so that the picking logic reads on its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn
 
 from ._exceptions import CheckpointError
 from ._history_config import PromptHistoryConfig
+from ._state_checks import check_header, state_int
 from ._validation import describe
 
 __all__ = [
@@ -202,9 +203,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        _fail(f"'{name}' must be an integer >= 0 (got {describe(value)})")
-    return value
+    return state_int(value, name, _fail)
 
 
 def _float(value: object, name: str) -> float:
@@ -293,14 +292,15 @@ def restore_history(data: object) -> dict[str, Any]:
     Raises:
         CheckpointError: naming the first problem found.
     """
-    if not isinstance(data, Mapping):
-        _fail(f"the state must be a mapping from to_dict() (got {describe(data)})")
-    missing = [key for key in _KEYS if key not in data]
-    unknown = sorted(str(key) for key in data if key not in _KEYS)
-    if missing or unknown:
-        _fail(f"missing key(s) {missing!r}, unknown key(s) {unknown!r}")
-    if data["format"] != FORMAT or data["version"] != VERSION:
-        _fail(f"not a version-{VERSION} prompt history (got {data['format']!r} version {data['version']!r})")
+    data = check_header(
+        data,
+        keys=_KEYS,
+        format_=FORMAT,
+        version=VERSION,
+        kind="prompt history",
+        source="to_dict()",
+        fail=_fail,
+    )
     try:
         config = PromptHistoryConfig.from_mapping(data["config"])
     except (TypeError, ValueError) as exc:

@@ -15,6 +15,7 @@ from ._budget import SamplingBudgetState
 from ._drop_tracker import DropTracker
 from ._exceptions import CheckpointError
 from ._metrics import AdmissionStats
+from ._state_checks import check_header, state_int
 from ._validation import describe
 
 # The session is typed ``Any`` here: naming its class would close an import cycle with
@@ -60,9 +61,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _int(value: object, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(f"'{name}' must be an integer >= {minimum} (got {describe(value)})")
-    return value
+    return state_int(value, name, _fail, minimum)
 
 
 def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -73,14 +72,15 @@ def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def _check_header(data: object, session: AdmissionSession) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        _fail(f"the state must be a mapping from state_dict() (got {describe(data)})")
-    missing = [key for key in _KEYS if key not in data]
-    unknown = sorted(str(key) for key in data if key not in _KEYS)
-    if missing or unknown:
-        _fail(f"missing key(s) {missing!r}, unknown key(s) {unknown!r}")
-    if data["format"] != FORMAT or data["version"] != VERSION:
-        _fail(f"not a version-{VERSION} session state (got {data['format']!r} version {data['version']!r})")
+    data = check_header(
+        data,
+        keys=_KEYS,
+        format_=FORMAT,
+        version=VERSION,
+        kind="session state",
+        source="state_dict()",
+        fail=_fail,
+    )
     saved, current = data["config"], _config(session)
     if saved != current:
         changed = sorted(
