@@ -22,9 +22,14 @@ Stream = Callable[[int], list[Member | None]]
 
 
 def dapo_member(acc: float, shaping: float = 0.0) -> Member:
-    """A member as DAPO's reward manager scores it: ``score = acc + overlong_reward``."""
-    score = acc + shaping
-    return {"acc": acc, "score": score, "overlong_reward": shaping}, score
+    """
+    A member as verl 0.9.1's ``DAPORewardManager`` scores it with ``math_dapo``.
+
+    ``reward_extra_info`` holds the scorer's ``score`` (1 right, -1 wrong) and ``acc``, plus
+    the ``overlong_reward`` penalty; only the reward in ``rm_scores`` adds the penalty.
+    """
+    score = 1.0 if acc else -1.0
+    return {"acc": acc, "score": score, "overlong_reward": shaping}, score + shaping
 
 
 class FakeRollout:
