@@ -47,8 +47,8 @@ def _builtin_kept(tq, metric: str, uids: list[str]) -> set[str]:
     return builtin._sampleable_terminal_keys("train", reasons)
 
 
-def _adapter_verdicts(tq, metric: str, uids: list[str], **policy) -> dict:
-    sampler = make_sampler(lambda k: k, policy={"min_reward_std": 1e-9, "gate_on": [metric], **policy})
+def _adapter_verdicts(tq, metric: str, uids: list[str]) -> dict:
+    sampler = make_sampler(lambda k: k, policy={"min_reward_std": 1e-9, "gate_on": [metric]})
     sampler._sync_metadata_from_transfer_queue()
     return sampler.judge_terminal_groups("train", set(uids))
 

@@ -211,7 +211,7 @@ def test_the_sample_cap_is_charged_for_whole_failed_groups(tq) -> None:
 
     _batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=14)
 
-    assert [1] == rollout.refills  # charged 50, the cap would have allowed 2 groups: 64 samples
+    assert [1] == rollout.refills  # charged 50 (the old count), it refilled 2: 64 samples ran
     assert 60 == metrics["group_admission/generated_samples"] == rollout.prompts * N
     assert 1 == metrics["group_admission/limited_by/sample_budget"]
     assert 13 == metrics["group_admission/admitted_groups"]
