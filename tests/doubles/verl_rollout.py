@@ -13,17 +13,23 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-#: One trajectory's reward: ``reward_extra_info`` (as DAPO's reward manager writes it) and
+#: One trajectory's reward: ``reward_extra_info`` (as the reward manager writes it) and
 #: the scalar verl puts on the last token of ``rm_scores``.
-Member = tuple[dict[str, float], float]
-#: Members of one prompt group, given the index of the prompt in the whole stream.
-Stream = Callable[[int], list[Member]]
+Member = tuple[dict[str, Any], Any]
+#: Members of one prompt group, given the index of the prompt in the whole stream; ``None``
+#: is a session that failed (it writes nothing, and the prompt ends as ``failure``).
+Stream = Callable[[int], list[Member | None]]
 
 
 def dapo_member(acc: float, shaping: float = 0.0) -> Member:
-    """A member as DAPO's reward manager scores it: ``score = acc + overlong_reward``."""
-    score = acc + shaping
-    return {"acc": acc, "score": score, "overlong_reward": shaping}, score
+    """
+    A member as verl 0.9.1's ``DAPORewardManager`` scores it with ``math_dapo``.
+
+    ``reward_extra_info`` holds the scorer's ``score`` (1 right, -1 wrong) and ``acc``, plus
+    the ``overlong_reward`` penalty; only the reward in ``rm_scores`` adds the penalty.
+    """
+    score = 1.0 if acc else -1.0
+    return {"acc": acc, "score": score, "overlong_reward": shaping}, score + shaping
 
 
 class FakeRollout:
@@ -33,7 +39,8 @@ class FakeRollout:
     ``submit(k)`` registers ``k`` prompts (``{"is_prompt": True, "status": "pending"}``,
     as ``PPOTrainer._submit_batch_to_rollout`` does), writes each session's trajectory
     (key ``{uid}_{session}_{index}``, fields ``extra_fields``/``rm_scores``/``responses``,
-    tags ``status``/``response_len``/``global_steps``) and marks the prompt ``finished``.
+    tags ``status``/``response_len``/``global_steps``) and marks the prompt ``finished``, or
+    ``failure`` when a session failed (``None`` in the stream), as ``_run_prompt`` does.
     ``outputs`` outputs per session model a multi-output agent loop, whose outputs all carry
     the final output's reward, as verl copies it. It is verl's ``refill_fn`` for the samplers
     under test.
@@ -49,7 +56,7 @@ class FakeRollout:
         self.uids: list[str] = []
 
     def submit(self, count: int) -> int:
-        """Generate ``count`` groups and leave them finished in the queue."""
+        """Generate ``count`` groups and leave them terminal in the queue."""
         from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
         for _ in range(count):
@@ -60,15 +67,20 @@ class FakeRollout:
             prompt_tag = {"is_prompt": True, "status": "pending", "global_steps": self.global_steps}
             self.tq.kv_batch_put(keys=[uid], partition_id="train", tags=[prompt_tag])
             fields, tags, keys = [], [], []
-            for session, (info, score) in enumerate(members):
+            for session, member in enumerate(members):
+                if member is None:
+                    continue
+                info, score = member
                 for index in range(self.outputs):
                     keys.append(f"{uid}_{session}_{index}")
                     fields.append(_trajectory(uid, info, score))
                     tags.append({"status": "success", "response_len": 3, "global_steps": self.global_steps})
-            self.tq.kv_batch_put(
-                keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags
-            )
-            self.tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
+            if keys:
+                self.tq.kv_batch_put(
+                    keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags
+                )
+            status = "failure" if any(member is None for member in members) else "finished"
+            self.tq.kv_put(key=uid, partition_id="train", tag={"status": status})
         return count
 
     def refill(self, count: int) -> int:
@@ -77,7 +89,7 @@ class FakeRollout:
         return self.submit(count)
 
 
-def _trajectory(uid: str, info: dict[str, float], score: float) -> dict[str, Any]:
+def _trajectory(uid: str, info: dict[str, Any], score: Any) -> dict[str, Any]:
     """The fields verl's agent loop stores for one output (those the samplers read)."""
     import torch
 

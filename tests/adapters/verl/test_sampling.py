@@ -174,22 +174,66 @@ def test_validation_uses_verl_sampling(tq) -> None:
     assert not any(key.startswith("group_admission/") for key in metrics)
 
 
-def test_failed_group_without_trajectories_is_rejected_as_external(tq) -> None:
-    """A prompt whose every session failed has nothing to train on: external, never selected."""
-    _rollout, sampler = _step(
-        tq, every_third_alive, budget={"max_extra_groups": 40, "max_resample_rounds": 5}
-    )
-    tq.kv_batch_put(
-        keys=["failed"],
-        partition_id="train",
-        tags=[{"is_prompt": True, "status": "failure", "global_steps": 1}],
-    )
+def lost_whole(*lost: int):
+    """Groups whose every session failed at the stream indices ``lost``; the others have signal."""
 
-    batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
+    def stream(index: int):
+        if index in lost:
+            return [None] * N
+        return [dapo_member(float(i % 2)) for i in range(N)]
 
-    assert not any(key.startswith("failed_") for key in batch.keys)
-    assert 1 == metrics["group_admission/step/externally_rejected_group_count"]
-    assert 1 == sampler.session.step_stats.external_details["no_trajectories"]
+    return stream
+
+
+@pytest.mark.parametrize("num_generations", [N, None])
+def test_whole_group_failures_count_what_was_launched(tq, num_generations) -> None:
+    """12 groups x 4 written and 2 groups lost whole: 14 x 4 = 56 samples ran, not 50 (nor 48)."""
+    rollout, sampler = _step(tq, lost_whole(3, 9), num_generations=num_generations)
+    rollout.submit(14 - TARGET)  # the step's first round: 14 prompts
+
+    batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=14)
+
+    assert 14 == metrics["group_admission/generated_groups"]
+    assert 14 * N == metrics["group_admission/generated_samples"]
+    assert 12 * N * 3 == metrics["group_admission/generated_tokens"]  # the written responses only
+    assert 12 == metrics["group_admission/admitted_groups"]
+    assert 2 == metrics["group_admission/step/externally_rejected_group_count"]
+    assert 2 == sampler.session.step_stats.external_details["no_trajectories"]
+    lost = {rollout.uids[3], rollout.uids[9]}
+    assert not any(key.split("_")[0] in lost for key in batch.keys)
+
+
+def test_the_sample_cap_is_charged_for_whole_failed_groups(tq) -> None:
+    """max_total_samples=60 after 56 run: one refill of 4, so the run never passes the cap."""
+    budget = {"max_extra_groups": 10, "max_resample_rounds": 2, "max_total_samples": 60}
+    rollout, sampler = _step(tq, lost_whole(3, 9), budget=budget, num_generations=N)
+    rollout.submit(14 - TARGET)
+
+    _batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=14)
+
+    assert [1] == rollout.refills  # charged 50 (the old count), it refilled 2: 64 samples ran
+    assert 60 == metrics["group_admission/generated_samples"] == rollout.prompts * N
+    assert 1 == metrics["group_admission/limited_by/sample_budget"]
+    assert 13 == metrics["group_admission/admitted_groups"]
+
+
+def test_partly_failed_and_multi_output_groups_count_sessions(tq) -> None:
+    """A failure group is charged every session launched; a session's outputs count one sample."""
+    groups = [
+        [dapo_member(1.0), dapo_member(0.0), None, dapo_member(1.0)],  # one session failed
+        [dapo_member(float(i % 2)) for i in range(N)],
+    ]
+    rollout = FakeRollout(tq, lambda index: groups[index], outputs=2)
+    sampler = make_sampler(
+        rollout.refill, policy={"min_reward_std": 1e-6, "gate_on": ["acc"]}, num_generations=N
+    )
+    rollout.submit(2)
+
+    batch, metrics = sampler.sample(global_steps=1, partition_id="train", batch_size=2)
+
+    assert 2 * N == metrics["group_admission/generated_samples"]
+    assert (3 + N) * 2 * 3 == metrics["group_admission/generated_tokens"]  # 2 outputs of 3 tokens each
+    assert (3 + N) * 2 == len(batch.keys)
 
 
 def test_drop_limits_force_rejected_groups_through(tq) -> None:

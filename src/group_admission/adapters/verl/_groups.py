@@ -19,7 +19,15 @@ from ..._exceptions import ConfigurationError
 from .._adapter_runtime import scalar_reward
 from ._settings import CANONICAL_REWARD
 
-__all__ = ["GroupRewards", "build_group", "component_value", "keys_by_uid", "split_key"]
+__all__ = [
+    "GroupRewards",
+    "build_group",
+    "component_value",
+    "keys_by_uid",
+    "launched_sessions",
+    "no_trajectories",
+    "split_key",
+]
 
 
 def split_key(key: str) -> tuple[str, str, str]:
@@ -74,6 +82,39 @@ class GroupRewards:
     rollout_ids: list[str]
     external: tuple[str, ...]
     generated_tokens: int
+
+    @property
+    def sessions(self) -> int:
+        """The sessions that wrote a trajectory (a multi-output session counts once)."""
+        return len(set(self.rollout_ids))
+
+
+def no_trajectories(uid: str, names: Sequence[str]) -> GroupRewards:
+    """
+    A group that wrote nothing (every session failed): one missing value per component.
+
+    The policy rejects it as ``external`` with the detail ``no_trajectories``.
+    """
+    return GroupRewards(
+        uid=uid,
+        components={name: [None] for name in names},
+        rollout_ids=[],
+        external=("no_trajectories",),
+        generated_tokens=0,
+    )
+
+
+def launched_sessions(written: int, *, failed: bool, expected: int) -> int:
+    """
+    The sessions verl ran for a group: the samples it cost.
+
+    A finished group ran the sessions it wrote. A failed session writes nothing, so a
+    ``failure`` group (or one that wrote nothing) ran ``expected`` sessions (verl's
+    ``rollout.n``), and always at least one more than it wrote.
+    """
+    if written and not failed:
+        return written
+    return max(written + int(failed), expected, 1)
 
 
 def build_group(

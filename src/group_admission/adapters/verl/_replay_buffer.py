@@ -20,7 +20,7 @@ from ..._metrics import AdmissionStats
 from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict, StepReport
 from ._checkpoint_state import load_session_state
-from ._groups import GroupRewards, build_group, keys_by_uid
+from ._groups import GroupRewards, build_group, keys_by_uid, launched_sessions, no_trajectories
 from ._metrics import step_metrics
 from ._settings import CANONICAL_REWARD, VerlAdmissionSettings
 from ._verl_imports import ReplayBuffer, SkipManager, plain_container, tq
@@ -96,6 +96,7 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         )
         self.last_report: StepReport | None = None
         self._resume_checked = False
+        self._largest_group = 0
 
     # -- verl's entry point ----------------------------------------------------------
 
@@ -139,31 +140,33 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
 
         Reads the TransferQueue metadata snapshot of the last sync and changes nothing in
         the queue (the session counts the verdicts). Groups of any size are judged one by
-        one. A group without any trajectory (every session failed) is rejected as
-        ``external`` with the reason ``no_trajectories``.
+        one, on the sessions that wrote a trajectory. A group without any trajectory
+        (every session failed) is rejected as ``external`` with the reason
+        ``no_trajectories``. Every group is charged the sessions verl ran for it, which
+        for a ``failure`` group is ``num_generations`` (else the largest group seen).
         """
         keys = keys_by_uid(self.partitions[partition_id], uids)
         groups = self._read_groups(partition_id, keys, self.settings.components)
-        # No trajectory: one missing value per component, so the policy sees the same shape.
-        empty = {name: [None] for name in self.settings.components}
+        failed = self.failure_keys[partition_id]
+        # Finished groups wrote every session verl ran: the size a failed one was launched with.
+        finished = [group.sessions for uid, group in groups.items() if uid not in failed]
+        self._largest_group = max([self._largest_group, *finished])
+        expected = self.settings.num_generations or self._largest_group
         verdicts: dict[str, AdmissionVerdict] = {}
         for uid in sorted(uids):
-            group = groups.get(uid)
-            verdicts[uid] = (
-                self.session.judge(empty, external_reasons=("no_trajectories",), group_key=uid)
-                if group is None
-                else self._judge_group(group)
-            )
+            group = groups[uid] if uid in groups else no_trajectories(uid, self.settings.components)
+            samples = launched_sessions(group.sessions, failed=uid in failed, expected=expected)
+            verdicts[uid] = self._judge_group(group, samples)
         return verdicts
 
-    def _judge_group(self, group: GroupRewards) -> AdmissionVerdict:
-        return self.session.judge(
+    def _judge_group(self, group: GroupRewards, samples: int) -> AdmissionVerdict:
+        decision = self.session.policy.evaluate(
             group.components,
             external_reasons=group.external,
-            rollout_ids=group.rollout_ids,
+            rollout_ids=group.rollout_ids or None,
             group_key=group.uid,
-            generated_tokens=group.generated_tokens,
         )
+        return self.session.record(decision, samples=samples, generated_tokens=group.generated_tokens)
 
     def _read_groups(
         self, partition_id: str, keys: dict[str, list[str]], names: tuple[str, ...]
