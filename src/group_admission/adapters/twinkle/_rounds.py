@@ -79,12 +79,16 @@ def _stop(sequence: Any) -> Any:
     return getattr(sequence, "stop_reason", None)
 
 
+def _param(sampling_params: Any, name: str) -> Any:
+    """A field of twinkle's ``SamplingParams``, or of the dict ``sample()`` also accepts."""
+    if isinstance(sampling_params, Mapping):
+        return sampling_params.get(name)
+    return getattr(sampling_params, name, None)
+
+
 def _num_samples(sampling_params: Any) -> int:
-    if sampling_params is None:
-        return 1  # twinkle's SamplingParams() default
-    value = sampling_params.get("num_samples", 1) if isinstance(sampling_params, Mapping) else None
-    if not isinstance(sampling_params, Mapping):
-        value = getattr(sampling_params, "num_samples", 1)
+    value = _param(sampling_params, "num_samples")
+    value = 1 if value is None else value  # SamplingParams' default
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"'sampling_params.num_samples' must be an integer (got {describe(value)})"
         raise TypeError(msg)
@@ -92,10 +96,7 @@ def _num_samples(sampling_params: Any) -> int:
 
 
 def _max_tokens(sampling_params: Any) -> int | None:
-    if isinstance(sampling_params, Mapping):
-        value = sampling_params.get("max_tokens", sampling_params.get("max_new_tokens"))
-    else:
-        value = getattr(sampling_params, "max_tokens", None)
+    value = _param(sampling_params, "max_tokens") or _param(sampling_params, "max_new_tokens")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -151,7 +152,7 @@ class _Rounds:
         kept = [index for index, keep in enumerate(admitted.keep.tolist()) if keep]
         self.prompts += [prompts[index] for index in kept]
         self.sequences += [groups[index] for index in kept]
-        picked = rows.take([index * size + member for index in kept for member in range(size)])
+        picked = rows.take(admitted.select(range(rows.rows)))
         self.rewards = picked if self.rewards is None else self.rewards.extend(picked)
 
 
