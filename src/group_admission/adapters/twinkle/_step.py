@@ -35,17 +35,9 @@ _SCALES = ("group", "batch", "none")
 
 #: The prefix of every metric :meth:`TwinkleGroupAdmission.metrics` returns.
 METRIC_PREFIX = "group_admission/"
-_REPORT_FIELDS = (
-    "target_groups",
-    "admitted_groups",
-    "kept_groups",
-    "trained_groups",
-    "surplus_groups",
-    "short_groups",
-    "generated_groups",
-    "generated_samples",
-    "generated_tokens",
-    "sampling_rounds",
+# The step report's counts (its index, flag and cap names are written in their own way).
+_REPORT_FIELDS = tuple(
+    field.name for field in attrs.fields(StepReport) if field.name not in ("step", "exhausted", "limited_by")
 )
 
 
