@@ -1,0 +1,265 @@
+"""
+Resampling rounds with twinkle's own ``Sampler``: sample, score, admit, plan, until the plan stops.
+
+twinkle's ``sample()`` blocks until every request of a call is done and has no abort, so a
+step is a sequence of whole rounds (the round planner), not a stream. Every round of one
+call samples with the weights the caller synced before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import structlog
+
+from ..._budget import ResamplePlan
+from ..._exceptions import BudgetExhaustedError
+from ..._session import StepReport
+from ..._validation import describe
+from ._rows import RowRewards, chunk
+from ._step import METRIC_PREFIX, TwinkleGroupAdmission
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["AdmittedBatch", "sample_admitted_groups"]
+
+_log = structlog.get_logger("group_admission.adapters.twinkle")
+#: ``SampledSequence.stop_reason`` values that mean the sample failed, not that it ended.
+_FAILED_STOPS = ("abort", "error")
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class AdmittedBatch:
+    """
+    What one step trains on: the kept groups of every round, at most the batch's target.
+
+    Attributes:
+        prompts: One prompt per kept group, in the order the groups were kept.
+        sequences: The kept groups' ``SampledSequence`` objects, G consecutive per group
+            (``new_input_feature``, ``logprobs`` and ``tokens`` are the rows to train on).
+        rewards: ``{component: per-row rewards}`` of those rows (a plain list of rewards
+            reads as the component ``reward``), e.g. for ``CompletionRewardMetric``.
+        advantages: ``(rows,)`` tensor: twinkle's advantages on exactly these rows.
+        report: The session's step report (cost, rounds, surplus, short, exhausted).
+        plan: The step's last plan (``limited_by`` says which cap stopped it).
+        out_of_prompts: ``extra_prompts`` ran out before the plan was met.
+        metrics: :meth:`TwinkleGroupAdmission.metrics` of the step, with
+            ``group_admission/out_of_prompts``, and ``exhausted`` as :attr:`exhausted` says.
+
+    .. versionadded:: 0.3.0
+    """
+
+    prompts: list[Any]
+    sequences: list[Any]
+    rewards: dict[str, list[Any]]
+    advantages: torch.Tensor
+    report: StepReport
+    plan: ResamplePlan | None
+    out_of_prompts: bool
+    metrics: dict[str, int | float]
+
+    @property
+    def exhausted(self) -> bool:
+        """The step is short of its target: the last plan allowed no more groups, or prompts ran out."""
+        return _exhausted(self.report, self.plan, self.out_of_prompts)
+
+
+def _exhausted(report: StepReport, plan: ResamplePlan | None, out_of_prompts: bool) -> bool:
+    # The last plan, not report.exhausted: end_step replans without the max_tokens bound the
+    # rounds were planned with, so it can see room that the rounds' hard token cap did not.
+    planned_out = plan is not None and plan.exhausted
+    return report.short_groups > 0 and (planned_out or report.exhausted or out_of_prompts)
+
+
+def _stop(sequence: Any) -> Any:
+    return getattr(sequence, "stop_reason", None)
+
+
+def _param(sampling_params: Any, name: str) -> Any:
+    """A field of twinkle's ``SamplingParams``, or of the dict ``sample()`` also accepts."""
+    if isinstance(sampling_params, Mapping):
+        return sampling_params.get(name)
+    return getattr(sampling_params, name, None)
+
+
+def _num_samples(sampling_params: Any) -> int:
+    value = _param(sampling_params, "num_samples")
+    value = 1 if value is None else value  # SamplingParams' default
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"'sampling_params.num_samples' must be an integer (got {describe(value)})"
+        raise TypeError(msg)
+    return value
+
+
+def _max_tokens(sampling_params: Any) -> int | None:
+    value = _param(sampling_params, "max_tokens") or _param(sampling_params, "max_new_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+@attrs.define
+class _Rounds:
+    """One step's sampling: the sampler call's layout, and the kept groups so far."""
+
+    admission: TwinkleGroupAdmission
+    sampler: Any
+    score: Callable[[list[Any]], Any]
+    sampling_params: Any
+    sample_kwargs: Mapping[str, Any]
+    prompts: list[Any] = attrs.Factory(list)
+    sequences: list[list[Any]] = attrs.Factory(list)
+    rewards: RowRewards | None = None
+
+    def inputs(self, prompts: Sequence[Any]) -> list[Any]:
+        size = self.admission.num_generations
+        samples = _num_samples(self.sampling_params)
+        if samples == size:
+            return list(prompts)  # one request per prompt, G samples each
+        if samples == 1:
+            return [prompt for prompt in prompts for _ in range(size)]  # twinkle's cookbook layout
+        msg = (
+            "'sampling_params.num_samples' must be 1 (each prompt repeated num_generations times) "
+            f"or num_generations={size} (got {samples})"
+        )
+        raise ValueError(msg)
+
+    def run(self, prompts: Sequence[Any]) -> None:
+        """Sample, score and judge one round; keep its kept groups."""
+        size = self.admission.num_generations
+        responses = self.sampler.sample(self.inputs(prompts), self.sampling_params, **self.sample_kwargs)
+        sequences = [sequence for response in responses for sequence in response.sequences]
+        if len(sequences) != len(prompts) * size:
+            msg = (
+                f"the sampler returned {len(sequences)} sequences for {len(prompts)} prompts x "
+                f"num_generations={size} (expected {len(prompts) * size})"
+            )
+            raise ValueError(msg)
+        groups = chunk(sequences, size)
+        failed = [
+            sorted({f"sampler_{stop}" for stop in map(_stop, group) if stop in _FAILED_STOPS})
+            for group in groups
+        ]
+        rows = RowRewards.read(self.score(sequences), size)
+        admitted = self.admission.admit(
+            rows,
+            completions=[getattr(s, "decoded", None) for s in sequences],
+            external_reasons=failed,
+            generated_tokens=sum(len(getattr(s, "tokens", None) or ()) for s in sequences),
+        )
+        kept = [index for index, keep in enumerate(admitted.keep.tolist()) if keep]
+        self.prompts += [prompts[index] for index in kept]
+        self.sequences += [groups[index] for index in kept]
+        picked = rows.take(admitted.select(range(rows.rows)))
+        self.rewards = picked if self.rewards is None else self.rewards.extend(picked)
+
+
+def sample_admitted_groups(
+    admission: TwinkleGroupAdmission,
+    sampler: Any,
+    prompts: Sequence[Any],
+    score: Callable[[list[Any]], Any],
+    *,
+    sampling_params: Any = None,
+    extra_prompts: Iterator[Any] | None = None,
+    on_exhausted: Literal["train", "raise"] = "train",
+    sample_kwargs: Mapping[str, Any] | None = None,
+) -> AdmittedBatch:
+    """
+    One step of a twinkle-kit 0.5.1 loop: sample ``prompts``, then resample rounds while the plan asks.
+
+    Round 0 samples every prompt of the batch (the step's target is ``len(prompts)`` kept
+    groups); each later round samples ``plan.extra_groups`` fresh prompts from
+    ``extra_prompts``, as the round planner (:meth:`AdmissionSession.plan`) sizes it under
+    the budget's caps. Sync the sampler's weights once before the call: every round samples
+    the same policy.
+
+    Args:
+        admission: The admission step (its ``budget`` bounds the rounds).
+        sampler: A twinkle ``Sampler`` (``vLLMSampler`` or your own subclass); called as
+            ``sampler.sample(inputs, sampling_params, **sample_kwargs)``.
+        prompts: The batch's prompts (``Trajectory`` or encoded ``InputFeature`` rows).
+        score: ``score(sequences)`` for one round's flat ``SampledSequence`` list returns
+            ``{component: per-row rewards}`` (before any sum) or one per-row list.
+        sampling_params: twinkle ``SamplingParams`` (or a dict): ``num_samples`` is 1 (each
+            prompt repeated G times, as twinkle's cookbook does) or G; ``max_tokens`` makes
+            a token cap hard.
+        extra_prompts: Fresh prompts for resampling rounds (e.g. a second iterator over the
+            dataset); ``None`` allows no resampling.
+        on_exhausted: When the step ends short of its target: ``"train"`` returns the kept
+            groups (maybe none) with ``exhausted`` set and a warning; ``"raise"`` raises.
+        sample_kwargs: Extra keyword arguments of ``sample`` (``adapter_name``, ...).
+
+    Raises:
+        BudgetExhaustedError: the step is short and ``on_exhausted`` is ``"raise"``.
+        ValueError: the sampler returned another number of sequences than asked.
+
+    .. versionadded:: 0.3.0
+    """
+    if on_exhausted not in ("train", "raise"):
+        msg = f"'on_exhausted' must be 'train' or 'raise' (got {describe(on_exhausted)})"
+        raise ValueError(msg)
+    batch = list(prompts)
+    if not batch:
+        msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"
+        raise ValueError(msg)
+    rounds = _Rounds(admission, sampler, score, sampling_params, dict(sample_kwargs or {}))
+    size = admission.num_generations
+    max_tokens = _max_tokens(sampling_params)
+    tokens_per_group = None if max_tokens is None else float(max_tokens * size)
+    admission.begin_step(len(batch))
+    plan, out_of_prompts, round_prompts = None, False, batch
+    while round_prompts:
+        rounds.run(round_prompts)
+        plan = admission.plan(estimated_tokens_per_group=tokens_per_group)
+        wanted = plan.extra_groups
+        round_prompts = list(itertools.islice(extra_prompts, wanted)) if extra_prompts and wanted else []
+        out_of_prompts = len(round_prompts) < wanted
+    report = admission.end_step()
+    return _finish(admission, rounds, report, plan, out_of_prompts, on_exhausted)
+
+
+def _finish(
+    admission: TwinkleGroupAdmission,
+    rounds: _Rounds,
+    report: StepReport,
+    plan: ResamplePlan | None,
+    out_of_prompts: bool,
+    on_exhausted: str,
+) -> AdmittedBatch:
+    trained = report.trained_groups  # surplus groups beyond the target are discarded
+    size = admission.num_generations
+    assert rounds.rewards is not None  # round 0 always runs
+    rewards = rounds.rewards.take(range(trained * size))
+    metrics = admission.metrics(report)
+    metrics[f"{METRIC_PREFIX}out_of_prompts"] = int(out_of_prompts)
+    metrics[f"{METRIC_PREFIX}exhausted"] = int(_exhausted(report, plan, out_of_prompts))
+    batch = AdmittedBatch(
+        prompts=rounds.prompts[:trained],
+        sequences=[sequence for group in rounds.sequences[:trained] for sequence in group],
+        rewards=rewards.as_dict(),
+        advantages=admission.advantages_of(rewards),
+        report=report,
+        plan=plan,
+        out_of_prompts=out_of_prompts,
+        metrics=metrics,
+    )
+    if report.short_groups:
+        message = _short_message(report, out_of_prompts)
+        if on_exhausted == "raise":
+            raise BudgetExhaustedError(message)
+        _log.warning("group_admission_short_step", message=message, **report.to_dict())
+    return batch
+
+
+def _short_message(report: StepReport, out_of_prompts: bool) -> str:
+    cause = "extra_prompts ran out" if out_of_prompts else "the budget allows no more groups"
+    caps = ", ".join(report.limited_by) or "none"
+    return (
+        f"group admission (twinkle): the step kept {report.kept_groups} of {report.target_groups} "
+        f"groups after {report.generated_groups} generated in {report.sampling_rounds} round(s); "
+        f"{cause} (binding caps: {caps}). Train on fewer groups, skip the step, or raise the "
+        "budget's max_extra_groups / max_resample_rounds."
+    )

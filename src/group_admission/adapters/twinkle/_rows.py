@@ -1,0 +1,141 @@
+"""
+twinkle's flat rows (G consecutive completions per prompt) read as groups, and back.
+
+A twinkle 0.5.1 loop holds one reward list per reward function, one entry per completion,
+in the sampler's order; ``GRPOAdvantage`` views them as ``(-1, G)``. These helpers cut the
+same rows into groups for the session, and build the reward tensor ``GRPOAdvantage``
+receives for the rows that are kept.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..._validation import describe
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["UNSUMMABLE_REWARD", "RowRewards", "chunk"]
+
+#: The external reason of a group in which a component outside ``gate_on`` is missing or not
+#: finite: twinkle's ``GRPOAdvantage`` sums every component, so such a row has no total.
+UNSUMMABLE_REWARD = "unsummable_reward"
+_FLAT = "reward"  # the component name of a plain list of rewards
+
+
+def chunk(values: Sequence[Any], size: int) -> list[list[Any]]:
+    """``values`` cut into consecutive lists of ``size`` (the length is a multiple of it)."""
+    return [list(values[start : start + size]) for start in range(0, len(values), size)]
+
+
+def _as_list(values: Any, name: str) -> list[Any]:
+    if hasattr(values, "tolist") and callable(values.tolist):
+        values = values.tolist()  # a tensor or an array of per-row rewards
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        msg = f"'{name}' must be a list of per-completion rewards (got {describe(values)})"
+        raise TypeError(msg)
+    return list(values)
+
+
+def _summable(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@attrs.frozen
+class RowRewards:
+    """
+    Per-completion rewards by component, as twinkle's reward functions return them.
+
+    ``named`` is false for a plain list of rewards (one component, given no name).
+    """
+
+    columns: dict[str, list[Any]]
+    named: bool
+
+    @classmethod
+    def read(cls, rewards: Any, num_generations: int) -> RowRewards:
+        """
+        Read a mapping ``{component: per-row rewards}`` or one list of per-row rewards.
+
+        Raises:
+            TypeError: ``rewards`` (or a component) is not a list, tensor or array.
+            ValueError: no rows, components of different lengths, or a length that is not
+                a multiple of ``num_generations``.
+        """
+        if isinstance(rewards, Mapping):
+            if not rewards:
+                msg = "'rewards' must hold at least one reward component (got an empty mapping)"
+                raise ValueError(msg)
+            columns = {str(key): _as_list(value, f"rewards[{key!r}]") for key, value in rewards.items()}
+            named = True
+        else:
+            columns, named = {_FLAT: _as_list(rewards, "rewards")}, False
+        lengths = {name: len(column) for name, column in columns.items()}
+        if len(set(lengths.values())) > 1:
+            msg = f"'rewards' components must all have one entry per completion (got lengths {lengths})"
+            raise ValueError(msg)
+        rows = next(iter(lengths.values()))
+        if rows == 0 or rows % num_generations:
+            msg = (
+                f"'rewards' must hold a whole number of groups of num_generations={num_generations} "
+                f"consecutive completions (got {rows} rows)"
+            )
+            raise ValueError(msg)
+        return cls(columns, named)
+
+    @property
+    def rows(self) -> int:
+        """The number of completions."""
+        return len(next(iter(self.columns.values())))
+
+    def grouped(self, num_generations: int) -> dict[str, list[list[Any]]] | list[list[Any]]:
+        """The rewards as ``(groups, G)`` lists, in the form the session takes."""
+        groups = {name: chunk(column, num_generations) for name, column in self.columns.items()}
+        return groups if self.named else groups[_FLAT]
+
+    def unsummable_groups(self, gated: Sequence[str] | None, num_generations: int) -> set[int]:
+        """Groups with a missing or non-finite value in a component outside ``gated``."""
+        if gated is None or not self.named:
+            return set()  # every component is gated: the session reports its own problems
+        found: set[int] = set()
+        for name, column in self.columns.items():
+            if name not in gated:
+                bad = (row for row, value in enumerate(column) if not _summable(value))
+                found.update(row // num_generations for row in bad)
+        return found
+
+    def take(self, rows: Sequence[int]) -> RowRewards:
+        """The rewards of ``rows``, in that order."""
+        columns = {name: [column[row] for row in rows] for name, column in self.columns.items()}
+        return RowRewards(columns, self.named)
+
+    def extend(self, other: RowRewards) -> RowRewards:
+        """These rows followed by ``other``'s (the same components)."""
+        return RowRewards(
+            {name: column + other.columns[name] for name, column in self.columns.items()}, self.named
+        )
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        """``{component: per-row rewards}`` (a plain list reads as component ``reward``)."""
+        return {name: list(column) for name, column in self.columns.items()}
+
+    def tensor(self) -> torch.Tensor:
+        """
+        The float32 reward tensor ``GRPOAdvantage`` takes.
+
+        ``(rows, components)``, or ``(rows,)`` for one component: twinkle sums a 2-D tensor
+        over its last dimension itself.
+        """
+        import torch  # noqa: PLC0415  (twinkle depends on torch; the package does not)
+
+        columns = list(self.columns.values())
+        if len(columns) == 1:
+            return torch.tensor([float(value) for value in columns[0]], dtype=torch.float32)
+        rows = [[float(column[row]) for column in columns] for row in range(self.rows)]
+        return torch.tensor(rows, dtype=torch.float32).reshape(self.rows, len(columns))
