@@ -58,7 +58,7 @@ def host_versions(versions: Mapping[str, str]) -> Mapping[str, str]:
 
 def _installed_commit(dist: metadata.Distribution) -> str | None:
     """The commit a distribution was installed from (PEP 610 ``direct_url.json``), if pip recorded one."""
-    with contextlib.suppress(ValueError, TypeError):
+    with contextlib.suppress(ValueError, TypeError, KeyError):  # no record, or not from a VCS
         commit = json.loads(dist.read_text("direct_url.json") or "null")["vcs_info"]["commit_id"]
         return commit if isinstance(commit, str) else None
     return None

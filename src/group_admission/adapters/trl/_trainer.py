@@ -8,9 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from accelerate.utils import gather, gather_object
-from trl.trainer.grpo_trainer import GRPOTrainer
 
 from ..._budget import ResamplePlan, SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
@@ -23,6 +20,7 @@ from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
 from ._sampler import Keep, PickingSampler
+from ._trl_imports import GRPOTrainer, gather, gather_object, torch
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
 
