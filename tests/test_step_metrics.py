@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from group_admission import AdmissionSession, SamplingBudgetConfig, StepReport
 from group_admission._reasons import STEP_COUNTS
@@ -84,3 +85,33 @@ def test_every_count_of_the_report_is_a_step_metric() -> None:
     counts = [f.name for f in attrs.fields(StepReport) if f.type == "int" and f.name != "step"]
 
     assert counts == list(STEP_COUNTS)
+
+
+def test_the_simulator_counts_a_step_under_the_same_names_and_meanings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller strategy's step outcome says what the session's step report says."""
+    from group_admission.simulation import simulate
+
+    reports: list[StepReport] = []
+    end_step = AdmissionSession.end_step
+
+    def recording(session: AdmissionSession) -> StepReport:
+        reports.append(end_step(session))
+        return reports[-1]
+
+    monkeypatch.setattr(AdmissionSession, "end_step", recording)
+    config = {"steps": 6, "target_groups": 8, "group_size": 4, "seed": 3}
+    outcomes = simulate(config, strategies=["controller"]).results[0].outcomes
+
+    assert len(reports) == len(outcomes) == 6
+    for report, outcome in zip(reports, outcomes, strict=True):
+        metrics = report.metrics()
+        assert metrics["admitted_groups"] == outcome.admitted_groups  # surplus included, in both
+        assert metrics["trained_groups"] == outcome.delivered_groups
+        assert metrics["surplus_groups"] == outcome.surplus_groups
+        assert metrics["generated_groups"] == outcome.generated_groups
+        assert metrics["generated_samples"] == outcome.generated_samples
+        assert metrics["generated_tokens"] == outcome.generated_tokens
+        assert metrics["sampling_rounds"] == outcome.rounds
+    assert any(outcome.surplus_groups for outcome in outcomes)  # the steps where the names could differ
