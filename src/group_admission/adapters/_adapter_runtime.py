@@ -16,6 +16,22 @@ An adapter translates; this module owns what adapters would otherwise each rebui
 - Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, and the settings fields and
   coercers every adapter's settings class uses.
 
+A host that builds an object (ROLL's group filter, OpenRLHF's samples generator) holds one
+:class:`AdapterSession`; a host that calls a function with its own config keeps them in a
+:class:`SessionRegistry`. Either way a step is the session's, and is logged with the one
+step vocabulary::
+
+    _SESSIONS: SessionRegistry[AdapterSession[MySettings]] = SessionRegistry()
+
+    def rollout(args, rollout_id, data_source):            # the host's entry point
+        raw = getattr(args, "group_admission", None)
+        runtime = _SESSIONS.get(raw, lambda: AdapterSession(MySettings.from_mapping(raw), host="slime"))
+        session = runtime.session
+        session.begin_step(target)
+        ...                                                 # judge groups, session.stream_plan(...)
+        report = session.end_step()
+        return report.metrics(prefix="rollout/group_admission/", effective_rate=plan.effective_rate)
+
 Supported host versions and the import of a host live in ``_host_support``.
 """
 
