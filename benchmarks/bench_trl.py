@@ -121,11 +121,11 @@ def run(kind: str, seed: int, steps: int, model: str, dataset) -> dict:
     started = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - started
-    logs = [row for row in trainer.state.log_history if "group_admission/rounds" in row]
+    logs = [row for row in trainer.state.log_history if "group_admission/sampling_rounds" in row]
     target = steps * 2
     generated = sum(row["group_admission/generated_groups"] for row in logs) if logs else target
     informative = (
-        sum(row["group_admission/informative_rate_after"] for row in logs) / len(logs)
+        sum(row["group_admission/trained_group_rate"] for row in logs) / len(logs)
         if logs
         else 1 - trainer.bench["dead"] / max(1, trainer.bench["trained"])
     )

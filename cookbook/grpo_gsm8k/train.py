@@ -236,7 +236,7 @@ def step_record(
 ) -> dict[str, Any]:
     """The JSON record of one step (also what the per-step line and the plot read)."""
     report, first = sample.report, log.first_round
-    counts = session.step_stats.metrics()
+    counts, step_metrics = session.step_stats.metrics(), report.metrics()
     lengths = [len(ids) for g in first for ids in g.completion_ids]
     return {
         "step": step,
@@ -246,7 +246,7 @@ def step_record(
         if sample.trained
         else None,
         "informative_before": log.rounds[0].admitted / log.rounds[0].groups,
-        "informative_after": len(sample.trained) / report.target_groups,
+        "informative_after": step_metrics["trained_group_rate"],
         "target": report.target_groups,
         "admitted": report.admitted_groups,
         "trained": len(sample.trained),
@@ -257,7 +257,7 @@ def step_record(
         "generated_samples": report.generated_samples,
         "generated_tokens": report.generated_tokens,
         "rounds": report.sampling_rounds,
-        "cost": report.generated_groups / report.target_groups,
+        "cost": step_metrics["sampling_cost_multiplier"],
         "exhausted": report.exhausted,
         "limited_by": list(report.limited_by),
         "rejections": {reason.value: counts[reason.metric_name] for reason in RejectionReason},

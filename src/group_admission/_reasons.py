@@ -23,9 +23,16 @@ __all__ = [
     "CHECK_REWARD_OVERFLOW",
     "CHECK_SIMILARITY",
     "CHECK_STD",
+    "CUMULATIVE_EFFECTIVE_GROUP_RATE",
     "REASONS_BY_CODE",
     "REWARD_CHECKS",
     "REWARD_CHECK_BITS",
+    "STEP_COST_MULTIPLIER",
+    "STEP_COUNTS",
+    "STEP_EXHAUSTED",
+    "STEP_LIMITED_BY",
+    "STEP_PLAN_RATE",
+    "STEP_TRAINED_RATE",
     "RejectionReason",
     "primary_reason",
 ]
@@ -115,3 +122,33 @@ def primary_reason(external: Sequence[str], failed: Sequence[str], spread: float
     if failed[0] != CHECK_SIMILARITY:
         return RejectionReason.EXACT_DEAD if spread == 0.0 else RejectionReason.NEAR_TIE
     return RejectionReason.REDUNDANT
+
+
+# The step vocabulary: the names of StepReport.metrics(), which every host logs a step under.
+#: A step's counts, named as the :class:`StepReport` fields they come from.
+#: ``admitted_groups`` counts the groups the policy admitted (surplus included);
+#: ``trained_groups`` the ones the step trains on (at most the target).
+STEP_COUNTS = (
+    "target_groups",
+    "admitted_groups",
+    "kept_groups",
+    "trained_groups",
+    "surplus_groups",
+    "short_groups",
+    "generated_groups",
+    "generated_samples",
+    "generated_tokens",
+    "sampling_rounds",
+)
+#: 1 when the caps stopped the step short of its target, else 0 (loggers drop bools).
+STEP_EXHAUSTED = "exhausted"
+#: ``trained_groups / target_groups``: the share of the target the step trains on.
+STEP_TRAINED_RATE = "trained_group_rate"
+#: ``generated_groups / target_groups``: what the step cost, in target batches.
+STEP_COST_MULTIPLIER = "sampling_cost_multiplier"
+#: Prefix of one key per cap that bound the step's last plan (``limited_by/extra_group_budget``), set to 1.
+STEP_LIMITED_BY = "limited_by/"
+#: The admission rate assumed by the plan the host followed.
+STEP_PLAN_RATE = "effective_rate"
+#: Admitted / judged groups over a session's life, logged beside a window of counts.
+CUMULATIVE_EFFECTIVE_GROUP_RATE = "cumulative_effective_group_rate"

@@ -14,6 +14,14 @@ from ._budget import SamplingBudgetConfig, SamplingBudgetController
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._policy import GroupAdmissionPolicy
+from ._reasons import (
+    STEP_COST_MULTIPLIER,
+    STEP_COUNTS,
+    STEP_EXHAUSTED,
+    STEP_LIMITED_BY,
+    STEP_PLAN_RATE,
+    STEP_TRAINED_RATE,
+)
 from ._validation import check_count, describe
 
 __all__ = [
@@ -101,6 +109,35 @@ class StepReport:
         data = attrs.asdict(self)
         data["limited_by"] = list(self.limited_by)
         return data
+
+    def metrics(self, *, prefix: str = "", effective_rate: float | None = None) -> dict[str, int | float]:
+        """
+        The step under the step metric names, the vocabulary every host logs a step with.
+
+        The counts (``target_groups``, ``admitted_groups``, ``kept_groups``,
+        ``trained_groups``, ``surplus_groups``, ``short_groups``, ``generated_groups``,
+        ``generated_samples``, ``generated_tokens``, ``sampling_rounds``), ``exhausted``
+        as 0 or 1, ``trained_group_rate`` (trained / target) and
+        ``sampling_cost_multiplier`` (generated / target; both over a target of at least
+        1), and ``limited_by/<cap>`` set to 1 for each cap that bound the step's last
+        plan. Values are ints and floats only: some loggers silently drop bools.
+
+        Args:
+            prefix: Put before every name (``"group_admission/"``).
+            effective_rate: The admission rate assumed by the plan the host followed,
+                logged as ``effective_rate`` when given.
+
+        .. versionadded:: 0.2.0
+        """
+        target = max(1, self.target_groups)
+        values: dict[str, int | float] = {name: getattr(self, name) for name in STEP_COUNTS}
+        values[STEP_EXHAUSTED] = int(self.exhausted)
+        values[STEP_TRAINED_RATE] = self.trained_groups / target
+        values[STEP_COST_MULTIPLIER] = self.generated_groups / target
+        if effective_rate is not None:
+            values[STEP_PLAN_RATE] = float(effective_rate)
+        values.update({f"{STEP_LIMITED_BY}{cap}": 1 for cap in self.limited_by})
+        return {f"{prefix}{name}": value for name, value in values.items()}
 
 
 def as_policy(policy: object) -> GroupAdmissionPolicy:

@@ -45,6 +45,9 @@ def check_invariants(steps: list[dict[str, object]], argv: list[str]) -> None:
         # every step trains on at most the target; the admitted groups beyond it are surplus
         assert step["trained"] == min(step["admitted"], target)  # type: ignore[type-var]
         assert step["surplus"] == max(0, step["admitted"] - target)  # type: ignore[operator]
+        # the step's rates are StepReport.metrics(), the vocabulary every host logs
+        assert step["informative_after"] == step["trained"] / target  # type: ignore[operator]
+        assert step["cost"] == step["generated_groups"] / target  # type: ignore[operator]
         # no cap exceeded
         assert step["generated_groups"] <= target + budget.max_extra_groups  # type: ignore[operator]
         assert step["rounds"] - 1 <= budget.max_resample_rounds  # type: ignore[operator]

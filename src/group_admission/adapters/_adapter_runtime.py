@@ -1,38 +1,203 @@
-"""What adapters share: reading rewards and groups, settings fields, one session per configuration."""
+"""
+The adapter runtime: one admission loop per configuration, report windows, and reading host data.
+
+An adapter translates; this module owns what adapters would otherwise each rebuild:
+
+- :class:`AdapterSession`: one configuration's :class:`AdmissionSession` (built from
+  settings that give ``policy``, ``limits`` and, for hosts that resample, ``budget``), its
+  :class:`ReportWindow`, a lock for the host's own per-configuration state, and
+  :meth:`~AdapterSession.warn_once`. Subclass it to add that state.
+- :class:`SessionRegistry`: for hosts that load a function by import path and call it with
+  their config (slime, ROLL's RLVR loop): one :class:`AdapterSession` per distinct
+  settings mapping, built on first use, for the life of the process; ``reset()`` forgets them.
+- :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
+  ROLL on each kept group): the counts judged since the last report under their metric
+  names, plus the session's ``cumulative_effective_group_rate``.
+- Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, and the settings fields and
+  coercers every adapter's settings class uses.
+
+A host that builds an object (ROLL's group filter, OpenRLHF's samples generator) holds one
+:class:`AdapterSession`; a host that calls a function with its own config keeps them in a
+:class:`SessionRegistry`. Either way a step is the session's, and is logged with the one
+step vocabulary::
+
+    _SESSIONS: SessionRegistry[AdapterSession[MySettings]] = SessionRegistry()
+
+    def rollout(args, rollout_id, data_source):            # the host's entry point
+        raw = getattr(args, "group_admission", None)
+        runtime = _SESSIONS.get(raw, lambda: AdapterSession(MySettings.from_mapping(raw), host="slime"))
+        session = runtime.session
+        session.begin_step(target)
+        ...                                                 # judge groups, session.stream_plan(...)
+        report = session.end_step()
+        return report.metrics(prefix="rollout/group_admission/", effective_rate=plan.effective_rate)
+
+Supported host versions and the import of a host live in ``_host_support``.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import numbers
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
 from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
+from .._limits import DropLimits
 from .._loading import from_mapping
+from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
+from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict
 from .._validation import check_ge, check_int, check_optional, describe
 
 R = TypeVar("R")
 
 
-@attrs.frozen(kw_only=True)
-class HostSupport:
+class AdapterSettings(Protocol):
     """
-    The host versions an adapter supports: ``(range, what works there)`` pairs, newest first.
+    What an adapter's settings give the runtime: the policy's config and the drop limits.
 
-    ``checked_commit`` is the host commit the adapter and its test doubles were read from.
-
-    .. versionadded:: 0.2.0
+    Settings of an adapter that resamples also have a ``budget`` (a
+    :class:`SamplingBudgetConfig`); :class:`AdapterSession` passes it to the session.
     """
 
-    host: str
-    versions: tuple[tuple[str, str], ...]
-    checked_commit: str
+    @property
+    def policy(self) -> GroupAdmissionConfig:
+        """The policy's config."""
+
+    @property
+    def limits(self) -> DropLimits:
+        """The session's drop limits."""
+
+
+S = TypeVar("S", bound=AdapterSettings)
+A = TypeVar("A", bound="AdapterSession[Any]")
+
+
+class ReportWindow:
+    """
+    The counts of a session that the host has not been told yet.
+
+    Each :meth:`close` reports the counts judged since the previous one, so that what the
+    host sums over reports equals the session's counts, whatever it does with each report.
+    """
+
+    def __init__(self, session: AdmissionSession) -> None:
+        self._session = session
+        self._reported = AdmissionStats()
+        self._lock = threading.Lock()
+
+    def pending(self) -> AdmissionStats:
+        """The counts judged since the last report (the window stays open)."""
+        return self._session.stats.difference(self._reported)
+
+    def close(
+        self, prefix: str = "", *, count_suffix: str = "", rates: bool = True
+    ) -> dict[str, int | float]:
+        """
+        Close the window and open the next: its counts under metric names, and the lifetime rate.
+
+        Args:
+            prefix: Put before every name (``"rollout/group_admission/"``).
+            count_suffix: Put after the names of counts (ROLL's ``"@sum"`` reducer).
+            rates: Also give the window's own ``effective_group_rate`` (a host that sums
+                the values of several reports has no use for it).
+
+        Returns:
+            The :meth:`AdmissionStats.metrics` counts of the window, and
+            ``cumulative_effective_group_rate``: admitted / judged over the session's life.
+        """
+        with self._lock:
+            total = self._session.stats
+            window, self._reported = total.difference(self._reported), total
+        metrics: dict[str, int | float] = {
+            f"{prefix}{name}{count_suffix if isinstance(value, int) else ''}": value
+            for name, value in window.metrics().items()
+            if rates or isinstance(value, int)
+        }
+        metrics[f"{prefix}{CUMULATIVE_EFFECTIVE_GROUP_RATE}"] = total.effective_group_rate
+        return metrics
+
+
+class AdapterSession(Generic[S]):
+    """
+    One configuration's admission loop in an adapter: settings, session, report window.
+
+    Attributes:
+        settings: The adapter's settings (``policy``, ``limits``, optionally ``budget``).
+        session: The :class:`AdmissionSession` that judges, counts and plans.
+        window: The :class:`ReportWindow` over ``session``.
+        lock: Guards the host state a subclass adds (one configuration may be called
+            from several threads).
+    """
+
+    def __init__(self, settings: S, *, host: str) -> None:
+        self.settings = settings
+        self.session = AdmissionSession(
+            settings.policy, budget=getattr(settings, "budget", None), limits=settings.limits, host=host
+        )
+        self.window = ReportWindow(self.session)
+        self.lock = threading.RLock()
+        self._warned: set[str] = set()
+
+    @property
+    def texts(self) -> bool:
+        """Whether the policy reads completions (its redundancy gate is on)."""
+        return self.session.policy.config.similarity_gate_enabled
+
+    def warn_once(self, key: str) -> bool:
+        """True the first time ``key`` is asked: for a warning or log line given once per configuration."""
+        with self.lock:
+            first = key not in self._warned
+            self._warned.add(key)
+        return first
+
+
+class SessionRegistry(Generic[A]):
+    """
+    An adapter's sessions for hosts that call a module function with their config: one per configuration.
+
+    ``get(raw, build)`` returns the session of the raw settings mapping ``raw`` (compared
+    by its canonical JSON), calling ``build()`` on first use; ``scope`` separates
+    configurations that share settings but not counts (ROLL's reward domains).
+
+    Args:
+        on_reset: Also run by :meth:`reset` (to forget what the adapter detected of its host).
+    """
+
+    def __init__(self, on_reset: Callable[[], None] | None = None) -> None:
+        self._sessions: dict[tuple[str, str], A] = {}
+        self._on_reset = on_reset
+
+    def get(self, raw: Any, build: Callable[[], A], *, scope: str = "") -> A:
+        """The session of ``raw`` in ``scope``, built by ``build`` on first use."""
+        key = (scope, settings_key(raw))
+        # dict operations are atomic: two first calls may both build, and one session wins.
+        found = self._sessions.get(key)
+        return found if found is not None else self._sessions.setdefault(key, build())
+
+    def sessions(self, scope: str | None = None) -> list[A]:
+        """The sessions built so far (of ``scope``, when given)."""
+        return [found for (where, _), found in list(self._sessions.items()) if scope in (None, where)]
+
+    def stats(self, scope: str | None = None) -> AdmissionStats:
+        """The counts of every session (of ``scope``, when given), merged."""
+        total = AdmissionStats()
+        for found in self.sessions(scope):
+            total = total.merge(found.session.stats)
+        return total
+
+    def reset(self) -> None:
+        """Forget every session and its counts (for tests and notebooks)."""
+        self._sessions.clear()
+        if self._on_reset is not None:
+            self._on_reset()
 
 
 def as_policy_config(value: Any) -> GroupAdmissionConfig:

@@ -157,12 +157,14 @@ class TestInstallErrors:
 
         message = str(info.value)
         assert message.startswith(
-            "installing the RAGEN adapter needs RAGEN's trainer (module 'ragen.trainer.agent_trainer'"
+            "group_admission.adapters.ragen.install() requires RAGEN's trainer, "
+            "module 'ragen.trainer.agent_trainer' ("
         )
         assert message.endswith(
-            "install RAGEN from its repository (git clone https://github.com/mll-lab-nu/RAGEN && "
-            "pip install -e RAGEN); the PyPI package named 'ragen' is unrelated"
+            "install it with: git clone https://github.com/mll-lab-nu/RAGEN && pip install -e RAGEN "
+            "(the PyPI package named 'ragen' is unrelated)"
         )
+        assert info.value.name.startswith("ragen")  # the module that is missing
 
     @pytest.mark.parametrize("target", [object(), type("NoInit", (), {})])
     def test_not_a_trainer(self, target):

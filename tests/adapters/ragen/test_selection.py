@@ -90,7 +90,7 @@ class TestGoldenTable:
         """The golden cases were produced from the RAGEN commit the adapter mirrors."""
         assert GOLDEN["ragen_commit"].startswith("20daedc")
         assert len(GOLDEN["cases"]) == 400
-        assert (f"mll-lab-nu/RAGEN@{GOLDEN['ragen_commit'][:7]}",) == SUPPORTED_VERSIONS
+        assert {"ragen": f"mll-lab-nu/RAGEN@{GOLDEN['ragen_commit']}"} == SUPPORTED_VERSIONS
 
     @pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: f"{c['strategy']}-{len(c['scores'])}")
     def test_matches_ragen_output(self, case):

@@ -23,7 +23,7 @@ from strategies import configs, floats
 
 FILTER_PATH = "group_admission.adapters.roll.AdmissionGroupFilter"
 ENV = roll_adapter.AGENTIC_SETTINGS_ENV
-STD = "policy: {min_reward_std: 1.0e-6}\nmax_drop_ratio: null"
+STD = "policy: {min_reward_std: 1.0e-6}\nmax_rejection_ratio: null"
 
 
 @pytest.fixture(autouse=True)
@@ -168,7 +168,7 @@ class TestGuard:
         assert [theirs.filter(0, i, g) for i, g in enumerate(groups)] == [drops(ours, g) for g in groups]
 
     def test_missing_trajectories_are_dropped_whatever_the_guard(self) -> None:
-        group_filter = make_filter("max_drop_ratio: 0.0")
+        group_filter = make_filter("max_rejection_ratio: 0.0")
 
         assert drops(group_filter, [None, *trajectories(1.0, 0.0)]) is True
         assert drops(group_filter, [roll_types.placeholder_rollout(), *trajectories(1.0, 0.0)]) is False
@@ -212,7 +212,7 @@ def test_consecutive_missing_trajectories_stop_the_run() -> None:
 )
 def test_decisions_equal_the_policy_on_the_same_rewards(config: Any, scores: list[float]) -> None:
     settings = yaml.safe_dump(
-        {"policy": config.to_dict(), "max_drop_ratio": None, "max_consecutive_failed_groups": None}
+        {"policy": config.to_dict(), "max_rejection_ratio": None, "max_consecutive_failed_groups": None}
     )
     group_filter = make_filter(settings)
     group = trajectories(*scores)
@@ -233,31 +233,53 @@ class TestSettingsSources:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         path = tmp_path / "admission.yaml"
-        path.write_text("policy:\n  min_reward_std: 1.0e-6\nmax_drop_ratio: 0.25\n")
+        path.write_text("policy:\n  min_reward_std: 1.0e-6\nmax_rejection_ratio: 0.25\n")
         monkeypatch.setenv(ENV, str(path))
 
         group_filter = make_filter(None)
 
         assert (1e-6, 0.25) == (
             group_filter.settings.policy.min_reward_std,
-            group_filter.settings.max_drop_ratio,
+            group_filter.settings.max_rejection_ratio,
         )
+
+    def test_the_old_name_max_drop_ratio_still_works_with_a_deprecation_warning(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(ENV, "max_drop_ratio: 0.25")
+
+        with pytest.warns(DeprecationWarning, match="'max_drop_ratio' is deprecated"):
+            group_filter = make_filter(None)
+        with pytest.warns(DeprecationWarning, match="read 'max_rejection_ratio'"):
+            old = group_filter.settings.max_drop_ratio
+        with pytest.warns(DeprecationWarning, match="'max_drop_ratio' is deprecated"):
+            built = roll_adapter.RollAgenticSettings(max_drop_ratio=0.25)
+
+        assert 0.25 == group_filter.settings.max_rejection_ratio == old == built.max_rejection_ratio
+        assert 0.25 == group_filter.settings.limits.max_rejection_ratio
+
+    def test_both_names_of_the_ratio_at_once_are_refused(self) -> None:
+        with (
+            pytest.warns(DeprecationWarning, match="'max_drop_ratio' is deprecated"),
+            pytest.raises(ValueError, match="give 'max_rejection_ratio' only"),
+        ):
+            roll_adapter.RollAgenticSettings(max_drop_ratio=0.25, max_rejection_ratio=0.5)
 
     def test_env_manager_system_envs_win_over_the_pipeline_and_the_process(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setenv(ENV, "max_drop_ratio: 0.1")
-        env_manager = roll_types.EnvManagerConfig(system_envs={ENV: "max_drop_ratio: 0.3"})
-        config = roll_types.AgenticConfig(system_envs={ENV: "max_drop_ratio: 0.2"})
+        monkeypatch.setenv(ENV, "max_rejection_ratio: 0.1")
+        env_manager = roll_types.EnvManagerConfig(system_envs={ENV: "max_rejection_ratio: 0.3"})
+        config = roll_types.AgenticConfig(system_envs={ENV: "max_rejection_ratio: 0.2"})
 
         ratios = [
-            roll_adapter.AdmissionGroupFilter(config, env_manager, "train").settings.max_drop_ratio,
+            roll_adapter.AdmissionGroupFilter(config, env_manager, "train").settings.max_rejection_ratio,
             roll_adapter.AdmissionGroupFilter(
                 config, roll_types.EnvManagerConfig(), "train"
-            ).settings.max_drop_ratio,
+            ).settings.max_rejection_ratio,
             roll_adapter.AdmissionGroupFilter(
                 roll_types.AgenticConfig(), roll_types.EnvManagerConfig(), "train"
-            ).settings.max_drop_ratio,
+            ).settings.max_rejection_ratio,
         ]
 
         assert [0.3, 0.2, 0.1] == ratios
@@ -271,7 +293,7 @@ BAD = [
         "bogus: 1",
         ValueError,
         "unknown key(s) 'bogus' in 'GROUP_ADMISSION_ROLL_CONFIG' for RollAgenticSettings "
-        "(known: max_consecutive_failed_groups, max_drop_ratio, modes, policy)",
+        "(known: max_consecutive_failed_groups, max_rejection_ratio, modes, policy)",
     ),
     (
         "[1, 2]",
@@ -280,7 +302,11 @@ BAD = [
         "(got [1, 2] of type list)",
     ),
     ("policy: {min_reward_std: 1e-6}", TypeError, "'min_reward_std' must be a real number (got '1e-6')"),
-    ("max_drop_ratio: 2", ValueError, "'max_drop_ratio' must be null or a number in [0, 1] (got 2)"),
+    (
+        "max_rejection_ratio: 2",
+        ValueError,
+        "'max_rejection_ratio' must be null or a number in [0, 1] (got 2)",
+    ),
     (
         "modes: [train, eval]",
         ValueError,
@@ -348,7 +374,7 @@ def test_cookbook_agentic_config_enables_the_filter_with_valid_settings(
     assert isinstance(group_filter, roll_adapter.AdmissionGroupFilter)
     assert (1e-6, 0.5, ("train",)) == (
         group_filter.settings.policy.min_reward_std,
-        group_filter.settings.max_drop_ratio,
+        group_filter.settings.max_rejection_ratio,
         group_filter.settings.modes,
     )
 
@@ -363,10 +389,8 @@ def test_importing_the_adapter_imports_neither_roll_nor_torch() -> None:
     assert "[]" == out.stdout.strip()
 
 
-def test_the_docs_show_the_supported_versions_declared_as_data() -> None:
+def test_the_docs_name_the_commit_the_doubles_mirror() -> None:
     page = (ROOT / "docs" / "adapters" / "roll.md").read_text()
 
-    for versions, _ in roll_adapter.HOST_SUPPORT.versions:
-        assert f"| `{versions}` |" in page
-    assert roll_adapter.HOST_SUPPORT.checked_commit in page
-    assert roll_types.UPSTREAM_COMMIT == roll_adapter.HOST_SUPPORT.checked_commit
+    assert roll_types.UPSTREAM_COMMIT in page
+    assert f"alibaba/ROLL@{roll_types.UPSTREAM_COMMIT}" == roll_adapter.SUPPORTED_VERSIONS["roll"]

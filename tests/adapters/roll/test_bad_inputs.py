@@ -16,7 +16,7 @@ from group_admission.adapters import roll as roll_adapter
 from group_admission.adapters.roll import _loop
 
 STD = {"policy": {"min_reward_std": 1e-6}, "max_rejection_ratio": None}
-AGENTIC = "policy: {min_reward_std: 1.0e-6}\nmax_drop_ratio: null"
+AGENTIC = "policy: {min_reward_std: 1.0e-6}\nmax_rejection_ratio: null"
 GOOD = [1.0, 0.0, 1.0, 0.0]
 
 

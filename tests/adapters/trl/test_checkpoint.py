@@ -11,7 +11,7 @@ from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
 
 from group_admission.adapters.trl import STATE_FILE, AdmissionGRPOTrainer
 
-PLAN_KEYS = ("generated_groups", "rounds", "effective_rate_estimate", "masked_groups", "exhausted")
+PLAN_KEYS = ("generated_groups", "sampling_rounds", "effective_rate", "short_groups", "exhausted")
 
 
 def run(tiny_model: str, out: Path, resume: str | None = None) -> Any:
@@ -28,7 +28,7 @@ def run(tiny_model: str, out: Path, resume: str | None = None) -> Any:
 
 
 def plans(trainer: Any) -> list[tuple[float, ...]]:
-    rows = [row for row in trainer.state.log_history if "group_admission/rounds" in row]
+    rows = [row for row in trainer.state.log_history if "group_admission/sampling_rounds" in row]
     return [tuple(row[f"group_admission/{key}"] for key in PLAN_KEYS) for row in rows]
 
 

@@ -333,3 +333,8 @@ def test_resampling_rounds_are_sized_by_the_picked_prompts(tiny_model: str, tmp_
     _, _, _, first, by_rate = events[generated[0][0] - 1]
     # Live prompts (p ~ 0.87 each): 3 are enough for the 2 missing groups; the batch rate asks for the cap.
     assert (len(first.generate), by_rate) == (3, 6)
+    # The step logs the rate of the plan it followed: its last round's pick, not the batch rate.
+    last = [event[3] for event in events if event[0] == "pick" and event[1] == 1 and event[3].generate][-1]
+    rate = logged(trainer, "group_admission/effective_rate")[1]
+    assert rate == pytest.approx(last.expected_informative / len(last.generate))
+    assert rate > 0.5  # live prompts; the batch rate of an all-dead stream sits at its floor

@@ -92,10 +92,10 @@ class TestTraining:
 
         logs = admission_logs(trainer)
         assert [row["generated_groups"] for row in logs] == [2.0, 2.0]
-        assert all(row["rounds"] == 1.0 for row in logs)
+        assert all(row["sampling_rounds"] == 1.0 for row in logs)
         stats = trainer.admission_session.stats
         assert (stats.candidates, stats.admitted, stats.exact_dead) == (4, 2, 2)
-        assert sum(row["masked_groups"] for row in logs) == 2.0
+        assert sum(row["short_groups"] for row in logs) == 2.0
 
     def test_none_from_an_ungated_function_does_not_reject(self, tiny_model: str, tmp_path: Path) -> None:
         def partial(completions: list[Any], kind: list[str], **_: Any) -> list[float | None]:
@@ -113,10 +113,16 @@ class TestTraining:
         trainer.train()
 
         logs = admission_logs(trainer)
-        assert all(row["informative_rate_after"] == 1.0 for row in logs)
-        assert all(row["masked_groups"] == 0.0 for row in logs)
-        assert logs[0]["rounds"] > 1.0
+        assert all(row["trained_group_rate"] == 1.0 for row in logs)
+        assert all(row["short_groups"] == 0.0 for row in logs)
+        assert logs[0]["sampling_rounds"] > 1.0
         assert trainer.last_step_report is not None
+        # One step vocabulary: admitted counts every admitted group (surplus included), trained the slots.
+        assert all(row["trained_groups"] == row["target_groups"] for row in logs)
+        assert all(row["admitted_groups"] == row["trained_groups"] + row["surplus_groups"] for row in logs)
+        assert logs[-1]["effective_rate"] == trainer.admission_session.last_plan.effective_rate
+        report = trainer.last_step_report.metrics()
+        assert {k: float(v) for k, v in report.items()} == {k: logs[-1][k] for k in report}
 
     def test_an_all_dead_stream_exhausts_the_budget_explicitly(self, tiny_model: str, tmp_path: Path) -> None:
         budget = {"max_extra_groups": 4, "max_resample_rounds": 2}
@@ -127,7 +133,7 @@ class TestTraining:
 
         logs = admission_logs(trainer)
         assert all(row["exhausted"] == 1.0 for row in logs)
-        assert all(row["masked_groups"] == 2.0 for row in logs)
+        assert all(row["short_groups"] == 2.0 for row in logs)
         assert all(row["generated_groups"] == 6.0 for row in logs)  # target 2 + 4 extra, never more
 
     def test_zero_std_fraction_is_per_group_with_batch_scale(self, tiny_model: str, tmp_path: Path) -> None:
@@ -137,7 +143,7 @@ class TestTraining:
 
         # With accuracy alone, the zero-spread groups are exactly the dead ones.
         rows = [row for row in trainer.state.log_history if "frac_reward_zero_std" in row]
-        expected = [row["group_admission/masked_groups"] / 4 for row in rows]
+        expected = [row["group_admission/short_groups"] / 4 for row in rows]
         assert expected == [row["frac_reward_zero_std"] for row in rows]
 
     def test_zero_std_fraction_counts_groups(self) -> None:

@@ -117,6 +117,10 @@ def test_refill_reaches_the_target_and_discards_surplus(tq) -> None:
     assert 0 == metrics["group_admission/exhausted"]
     assert metrics["group_admission/sampling_rounds"] == 1 + len(rollout.refills)
     assert metrics["group_admission/generated_groups"] == rollout.prompts
+    # The step keys are StepReport.metrics(): the one step vocabulary (TRL and the cookbook log it too).
+    report = sampler.last_report.metrics(prefix="group_admission/")
+    assert report == {key: metrics[key] for key in report}
+    assert metrics["group_admission/admitted_groups"] >= metrics["group_admission/trained_groups"] == TARGET
     selected = {key.split("_")[0] for key in batch.keys}
     assert all(rollout.uids.index(uid) % 3 == 0 for uid in selected)
 

@@ -9,6 +9,7 @@ package imports no twinkle. See ``docs/adapters/challenger.md``.
 
 from __future__ import annotations
 
+from .._host_support import publish as _publish
 from ._hook import (
     CHECK_CHALLENGER_SPREAD,
     NON_NUMERIC_REWARD,
@@ -28,3 +29,5 @@ __all__ = [
     "last_assistant_text",
     "with_group_admission",
 ]
+
+_publish(__name__)

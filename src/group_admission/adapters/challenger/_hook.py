@@ -22,10 +22,12 @@ from ..._policy import GroupAdmissionPolicy
 from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict
 from ..._validation import describe
+from .._host_support import check_versions, host_versions
 
-#: The twinkle versions the adapter is written and tested against: the Challenger of pull
-#: request #288, which adds the ``_admitted_groups`` hook (a base without it works as well).
-SUPPORTED_VERSIONS: tuple[str, ...] = ("modelscope/twinkle#288",)
+#: The twinkle version the adapter is written and tested against: the Challenger of pull
+#: request #288, whose commit ``28a4fc57`` adds the ``_admitted_groups`` hook (a base
+#: without it works as well). No twinkle-kit release has that Challenger (0.5.1 does not).
+SUPPORTED_VERSIONS = host_versions({"twinkle-kit": "modelscope/twinkle@28a4fc57"})
 #: The failed-check name of a group the Challenger's own spread check dropped after admission.
 CHECK_CHALLENGER_SPREAD = "challenger_spread_check"
 #: The external reason of a trajectory whose ``rewards`` value is not a number.
@@ -327,6 +329,7 @@ class GroupAdmissionChallengerMixin:
         tokens_of: Callable[[Trajectory], int] | None = None,
         **kwargs: Any,
     ) -> None:
+        check_versions("group_admission.adapters.challenger", SUPPORTED_VERSIONS)
         admission = None
         if group_admission_policy is not None or sampling_budget is not None:
             admission = ChallengerAdmission(

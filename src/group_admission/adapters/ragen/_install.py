@@ -16,10 +16,13 @@ from types import ModuleType
 from typing import Any
 
 from ..._validation import describe
+from .._host_support import check_versions, host_versions, import_host
 from ._filter import RagenGroupAdmissionFilter
 
-#: The RAGEN versions the adapter is written and tested against (RAGEN is installed from git).
-SUPPORTED_VERSIONS: tuple[str, ...] = ("mll-lab-nu/RAGEN@20daedc",)
+#: The RAGEN commit the adapter is written and tested against (RAGEN has no releases; it is
+#: installed from git, and the PyPI package named ``ragen`` is unrelated).
+SUPPORTED_VERSIONS = host_versions({"ragen": "mll-lab-nu/RAGEN@20daedc47558e000f7de912b060646bf2e8026bd"})
+_ADAPTER = "group_admission.adapters.ragen"
 #: The ``actor_rollout_ref.rollout.rollout_filter_strategy`` value that selects the adapter.
 STRATEGY_NAME = "group_admission"
 #: The module that defines RAGEN's ``RayAgentTrainer``.
@@ -79,15 +82,17 @@ def install(trainer_cls: type | None = None) -> type:
     .. versionadded:: 0.1.0
     """
     if trainer_cls is None:
-        try:
-            trainer_cls = importlib.import_module(TRAINER_MODULE).RayAgentTrainer
-        except ImportError as exc:
-            msg = (
-                f"installing the RAGEN adapter needs RAGEN's trainer (module '{TRAINER_MODULE}': {exc}); "
-                "install RAGEN from its repository (git clone https://github.com/mll-lab-nu/RAGEN && "
-                "pip install -e RAGEN); the PyPI package named 'ragen' is unrelated"
-            )
-            raise ImportError(msg) from exc
+        trainer_cls = import_host(
+            TRAINER_MODULE,
+            adapter=f"{_ADAPTER}.install()",
+            needs=f"RAGEN's trainer, module '{TRAINER_MODULE}'",
+            install=(
+                "git clone https://github.com/mll-lab-nu/RAGEN && pip install -e RAGEN "
+                "(the PyPI package named 'ragen' is unrelated)"
+            ),
+            versions=SUPPORTED_VERSIONS,
+        ).RayAgentTrainer
+    check_versions(_ADAPTER, SUPPORTED_VERSIONS)
     _check_trainer_class(trainer_cls)
     patched: Any = trainer_cls
     original: Callable[..., Any] = patched.init_workers

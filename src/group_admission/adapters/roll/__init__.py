@@ -10,22 +10,23 @@ in ROLL's YAML. ``import group_admission`` never imports ROLL. See docs/adapters
 from __future__ import annotations
 
 from ..._exceptions import ConsecutiveFailedGroupsError
+from .._host_support import publish as _publish
 from ._hooks import METRIC_PREFIX, AdmissionGroupFilter, admission_stats, query_filter, reset
 from ._loop import ROLL_IMPORTABLE, AdmissionRolloutLoop
 from ._settings import (
     AGENTIC_SETTINGS_ENV,
-    HOST_SUPPORT,
     RLVR_SETTINGS_KEY,
+    SUPPORTED_VERSIONS,
     RollAgenticSettings,
     RollRLVRSettings,
 )
 
 __all__ = [
     "AGENTIC_SETTINGS_ENV",
-    "HOST_SUPPORT",
     "METRIC_PREFIX",
     "RLVR_SETTINGS_KEY",
     "ROLL_IMPORTABLE",
+    "SUPPORTED_VERSIONS",
     "AdmissionGroupFilter",
     "AdmissionRolloutLoop",
     "ConsecutiveFailedGroupsError",
@@ -35,3 +36,5 @@ __all__ = [
     "query_filter",
     "reset",
 ]
+
+_publish(__name__)

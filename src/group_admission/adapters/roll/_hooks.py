@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import numbers
-import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from ..._metrics import AdmissionStats
-from ..._session import AdmissionSession
 from ..._validation import describe
-from .._adapter_runtime import GroupInput, scalar_reward, settings_from
+from .._adapter_runtime import AdapterSession, GroupInput, SessionRegistry, scalar_reward, settings_from
 from ._settings import RollAgenticSettings, RollRLVRSettings, agentic_settings, rlvr_settings
 
 #: Prefix of the admission metrics written into kept groups' ``meta_info["metrics"]``.
@@ -170,58 +168,44 @@ def global_step(value: Any) -> int | str | None:
     return repr(step)  # any other label still keeps its own step window
 
 
-class _Runtime:
-    """A session, and the counts it has already written onto kept groups."""
-
-    def __init__(self, settings: RollRLVRSettings | RollAgenticSettings, host: str) -> None:
-        self.settings = settings
-        self.session = AdmissionSession(settings.policy, limits=settings.limits, host=host)
-        self._reported = AdmissionStats()
-        self._lock = threading.Lock()
-
-    @property
-    def texts(self) -> bool:
-        """Whether the redundancy gate needs the responses' token ids."""
-        return self.session.policy.config.similarity_gate_enabled
-
-    def keep(self, group: GroupInput, kept: Any, *, step: int | str | None = None) -> bool:
-        """The session's verdict; a kept group carries the counts judged since the last one."""
-        if not group.judge(self.session, step=step).keep:
-            return False
-        carriers = [leaf for leaf in leaves(kept) if isinstance(getattr(leaf, "meta_info", None), dict)]
-        if not carriers:
-            return True  # the counts ride on the next kept group
-        carrier = next((leaf for leaf in carriers if rows(leaf) == 1), carriers[0])
-        with self._lock:
-            total = self.session.stats
-            since, self._reported = total.difference(self._reported), total
-        # ROLL reduces each metrics key over the batch by its '@' suffix: the '@sum' counts
-        # of one carrier per kept group add up to the groups judged for the batch.
-        metrics: dict[str, Any] = {
-            f"{METRIC_PREFIX}{name}@sum": value
-            for name, value in since.metrics().items()
-            if name != "effective_group_rate"
-        }
-        metrics[f"{METRIC_PREFIX}cumulative_effective_group_rate"] = total.effective_group_rate
-        # Rows of one prompt share a meta_info dict: give the carrier its own, so that the
-        # counts appear once in the batch rather than once per row.
-        existing = carrier.meta_info.get("metrics")
-        carrier.meta_info = {
-            **carrier.meta_info,
-            "metrics": {**(existing if isinstance(existing, Mapping) else {}), **metrics},
-        }
-        return True
+def keep(
+    runtime: AdapterSession[RollRLVRSettings] | AdapterSession[RollAgenticSettings],
+    group: GroupInput,
+    kept: Any,
+    *,
+    step: int | str | None = None,
+) -> bool:
+    """The session's verdict on ``group``; a kept group carries the counts judged since the last one."""
+    if not group.judge(runtime.session, step=step).keep:
+        return False
+    carriers = [leaf for leaf in leaves(kept) if isinstance(getattr(leaf, "meta_info", None), dict)]
+    if not carriers:
+        return True  # the counts ride on the next kept group
+    carrier = next((leaf for leaf in carriers if rows(leaf) == 1), carriers[0])
+    # ROLL reduces each metrics key over the batch by its '@' suffix: the '@sum' counts
+    # of one carrier per kept group add up to the groups judged for the batch.
+    metrics = runtime.window.close(METRIC_PREFIX, count_suffix="@sum", rates=False)
+    # Rows of one prompt share a meta_info dict: give the carrier its own, so that the
+    # counts appear once in the batch rather than once per row.
+    existing = carrier.meta_info.get("metrics")
+    carrier.meta_info = {
+        **carrier.meta_info,
+        "metrics": {**(existing if isinstance(existing, Mapping) else {}), **metrics},
+    }
+    return True
 
 
-# One session per domain and settings; dict operations are atomic, so no lock is needed.
-_RLVR: dict[str, _Runtime] = {}
+# One session per reward domain and settings, for the process.
+_RLVR: SessionRegistry[AdapterSession[RollRLVRSettings]] = SessionRegistry()
 
 
-def rlvr_runtime(pipeline_config: Any, domain: str) -> _Runtime:
+def rlvr_runtime(pipeline_config: Any, domain: str) -> AdapterSession[RollRLVRSettings]:
     """The session of ``domain``'s settings in ``pipeline_config``, built on first use."""
-    key, raw, source = rlvr_settings(pipeline_config, domain)
-    return _RLVR.get(key) or _RLVR.setdefault(
-        key, _Runtime(settings_from(RollRLVRSettings, raw, source), "ROLL RLVR")
+    raw, source = rlvr_settings(pipeline_config, domain)
+    return _RLVR.get(
+        raw,
+        lambda: AdapterSession(settings_from(RollRLVRSettings, raw, source), host="ROLL RLVR"),
+        scope=domain,
     )
 
 
@@ -239,7 +223,7 @@ def admit(
     runtime = rlvr_runtime(config, domain)
     group = read_responses(data_list, texts=runtime.texts)
     group.group_key = group_key
-    return runtime.keep(group, data_list, step=step)
+    return keep(runtime, group, data_list, step=step)
 
 
 def query_filter(data_list: Any, config: Any) -> bool:
@@ -264,11 +248,7 @@ def admission_stats(domain: str | None = None) -> AdmissionStats:
 
     .. versionadded:: 0.1.0
     """
-    total = AdmissionStats()
-    for key, runtime in list(_RLVR.items()):
-        if domain is None or key.split("\n", 1)[0] == domain:
-            total = total.merge(runtime.session.stats)
-    return total
+    return _RLVR.stats(domain)
 
 
 def reset() -> None:
@@ -277,7 +257,7 @@ def reset() -> None:
 
     .. versionadded:: 0.2.0
     """
-    _RLVR.clear()
+    _RLVR.reset()
 
 
 class AdmissionGroupFilter:
@@ -299,7 +279,7 @@ class AdmissionGroupFilter:
         self.env_manager_config = env_manager_config
         self.mode = mode
         self.settings = agentic_settings(config, env_manager_config)
-        self._runtime = _Runtime(self.settings, "ROLL agentic")
+        self._runtime = AdapterSession(self.settings, host="ROLL agentic")
 
     def filter(self, group_id: int, episode_id: int, group: list[Any]) -> bool:
         """Judge one trajectory group: True drops it (ROLL starts a new episode), False keeps it."""
@@ -307,7 +287,7 @@ class AdmissionGroupFilter:
             return False
         trajectories = read_trajectories(group, texts=self._runtime.texts)
         trajectories.group_key = (group_id, episode_id)
-        return not self._runtime.keep(trajectories, group if isinstance(group, list) else [])
+        return not keep(self._runtime, trajectories, group if isinstance(group, list) else [])
 
     @property
     def stats(self) -> AdmissionStats:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .._host_support import find_host
 from ._hooks import admit, global_step
+from ._settings import SUPPORTED_VERSIONS
 
 
 class _StandInRolloutLoop:
@@ -19,12 +20,15 @@ class _StandInRolloutLoop:
         raise ImportError(msg)
 
 
-try:
-    _module = importlib.import_module("roll.distributed.scheduler.user_defined_rollout_loop")
-    _LoopBase: type[Any] = _module.UserDefinedRolloutLoop
-    ROLL_IMPORTABLE = True
-except (ImportError, AttributeError):
-    _LoopBase, ROLL_IMPORTABLE = _StandInRolloutLoop, False
+_module = find_host(
+    "roll.distributed.scheduler.user_defined_rollout_loop",
+    adapter="group_admission.adapters.roll",
+    versions=SUPPORTED_VERSIONS,
+)
+_ROLL_LOOP: type[Any] | None = getattr(_module, "UserDefinedRolloutLoop", None)
+#: Whether ROLL's rollout loop is importable here (else :class:`AdmissionRolloutLoop` is a stand-in).
+ROLL_IMPORTABLE = _ROLL_LOOP is not None
+_LoopBase: type[Any] = _ROLL_LOOP or _StandInRolloutLoop
 
 
 class AdmissionRolloutLoop(_LoopBase):  # type: ignore[misc]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,24 +14,17 @@ from ..._limits import DropLimits
 from ..._loading import load_yaml_mapping, require_extra
 from ..._validation import check_ge, check_int, check_names_in, check_optional, describe
 from .._adapter_runtime import (
-    HostSupport,
     check_ratio,
     failed_streak_field,
     scalar_policy_config,
     settings_from,
-    settings_key,
     to_str_tuple,
 )
+from .._host_support import host_versions
 
-#: The ROLL versions the adapter supports.
-HOST_SUPPORT = HostSupport(
-    host="alibaba/ROLL",
-    versions=(
-        (">=0.2.0", "AdmissionRolloutLoop, query_filter and AdmissionGroupFilter"),
-        (">=0.1.3,<0.2.0", "AdmissionGroupFilter only; the '@sum' metric reducer arrived in v0.2.0"),
-    ),
-    checked_commit="8eb27cc2dc34c4d1310b169d9b86d339004d811a",
-)
+#: The ROLL commit the adapter was checked against. ROLL's package version is no range to
+#: check (v0.2.0 and v0.2.1 call themselves 0.1.0); the tags that work are in the docs.
+SUPPORTED_VERSIONS = host_versions({"roll": "alibaba/ROLL@8eb27cc2dc34c4d1310b169d9b86d339004d811a"})
 #: Key of the RLVR settings inside ``rewards.<domain>.query_filter_config.filter_args``.
 RLVR_SETTINGS_KEY = "group_admission"
 #: Environment variable (or ``system_envs`` entry) with the agentic settings: a YAML path or inline YAML.
@@ -68,38 +62,75 @@ class RollRLVRSettings:
         )
 
 
-@attrs.frozen(kw_only=True)
+_DEPRECATED_RATIO = "max_drop_ratio"
+
+
+def _renamed(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with the deprecated ``max_drop_ratio`` renamed ``max_rejection_ratio`` (with a warning)."""
+    fields = dict(fields)
+    if _DEPRECATED_RATIO not in fields:
+        return fields
+    warnings.warn(
+        "'max_drop_ratio' is deprecated and will be removed in 0.3.0: name the setting "
+        "'max_rejection_ratio', as the RLVR settings and DropLimits do",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if "max_rejection_ratio" in fields:
+        msg = "give 'max_rejection_ratio' only: 'max_drop_ratio' is its deprecated name"
+        raise ValueError(msg)
+    fields["max_rejection_ratio"] = fields.pop(_DEPRECATED_RATIO)
+    return fields
+
+
+@attrs.frozen(kw_only=True, init=False)
 class RollAgenticSettings:
     """
     Settings of the agentic group filter, read from ``GROUP_ADMISSION_ROLL_CONFIG``.
 
-    ``max_drop_ratio`` caps the drops over the filter's lifetime, ``modes`` are the
+    ``max_rejection_ratio`` caps the drops over the filter's lifetime, ``modes`` are the
     scheduler modes judged (the others keep everything), ``max_consecutive_failed_groups``
     stops the run (``null``: no cap); see docs/adapters/roll.md.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       ``max_drop_ratio`` is named ``max_rejection_ratio``; the old name still works, with a
+       ``DeprecationWarning``, until 0.3.0.
     """
 
     policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
-    max_drop_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
+    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
     modes: tuple[str, ...] = attrs.field(
         default=("train",), converter=to_str_tuple, validator=check_names_in(_MODES, "scheduler mode")
     )
     max_consecutive_failed_groups: int | None = failed_streak_field()
 
+    def __init__(self, **fields: Any) -> None:
+        self.__attrs_init__(**_renamed(fields))
+
+    @property
+    def max_drop_ratio(self) -> float | None:
+        """Deprecated (until 0.3.0): the old name of :attr:`max_rejection_ratio`."""
+        warnings.warn(
+            "'max_drop_ratio' is deprecated and will be removed in 0.3.0: read 'max_rejection_ratio'",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.max_rejection_ratio
+
     @property
     def limits(self) -> DropLimits:
         """The session's drop limits: lifetime, and ROLL's trainable ``drop_flag`` placeholder may be kept."""
         return DropLimits(
-            max_rejection_ratio=self.max_drop_ratio,
+            max_rejection_ratio=self.max_rejection_ratio,
             scope="run",
             forceable_external=("drop_flag",),
             max_consecutive_failed_groups=self.max_consecutive_failed_groups,
         )
 
 
-def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[str, Any, str]:
-    """``domain``'s raw RLVR settings: a cache key, the value, and where it was read (for errors)."""
+def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[Any, str]:
+    """``domain``'s raw RLVR settings, and where they were read (for errors)."""
     rewards = getattr(pipeline_config, "rewards", None)
     if not isinstance(rewards, Mapping) or domain not in rewards:
         known = sorted(rewards) if isinstance(rewards, Mapping) else []
@@ -111,7 +142,7 @@ def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[str, Any, str]:
         msg = f"{source} must be a mapping (got {describe(filter_args)})"
         raise TypeError(msg)
     raw = (filter_args or {}).get(RLVR_SETTINGS_KEY)
-    return f"{domain}\n{settings_key(raw)}", raw, f"{source[:-1]}.{RLVR_SETTINGS_KEY}'"
+    return raw, f"{source[:-1]}.{RLVR_SETTINGS_KEY}'"
 
 
 def _read_settings_text(value: str) -> Any:
@@ -144,4 +175,7 @@ def agentic_settings(config: Any, env_manager_config: Any) -> RollAgenticSetting
     if not isinstance(value, str):
         msg = f"'{AGENTIC_SETTINGS_ENV}' must be a YAML file path or inline YAML (got {describe(value)})"
         raise TypeError(msg)
-    return settings_from(RollAgenticSettings, _read_settings_text(value), f"'{AGENTIC_SETTINGS_ENV}'")
+    raw = _read_settings_text(value)
+    if isinstance(raw, Mapping):
+        raw = _renamed(raw)
+    return settings_from(RollAgenticSettings, raw, f"'{AGENTIC_SETTINGS_ENV}'")

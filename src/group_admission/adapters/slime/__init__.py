@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..._exceptions import ConsecutiveFailedGroupsError
 from ..._host_rules.slime import should_drop
+from .._host_support import publish as _publish
 from ._hooks import (
-    HOST_SUPPORT,
+    SUPPORTED_VERSIONS,
     DynamicFilterOutput,
     SlimeAdmissionSettings,
     admission_filter,
@@ -26,7 +27,7 @@ from ._hooks import (
 )
 
 __all__ = [
-    "HOST_SUPPORT",
+    "SUPPORTED_VERSIONS",
     "ConsecutiveFailedGroupsError",
     "DynamicFilterOutput",
     "SlimeAdmissionSettings",
@@ -40,3 +41,5 @@ __all__ = [
     "reset",
     "should_drop",
 ]
+
+_publish(__name__)

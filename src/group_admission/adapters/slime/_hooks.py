@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import sys
-import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -22,29 +20,22 @@ from ..._host_rules.slime import fallback_kept_lower_bound, should_drop
 from ..._limits import DropLimits
 from ..._metrics import AdmissionStats
 from ..._reasons import RejectionReason
-from ..._session import AdmissionSession
 from ..._validation import check_names_in
 from .._adapter_runtime import (
+    AdapterSession,
     GroupInput,
-    HostSupport,
+    SessionRegistry,
     check_bool,
     failed_streak_field,
     scalar_policy_config,
     scalar_reward,
     settings_from,
-    settings_key,
     to_str_tuple,
 )
+from .._host_support import find_host, host_versions
 
-#: The slime versions the adapter supports.
-HOST_SUPPORT = HostSupport(
-    host="THUDM/slime",
-    versions=(
-        (">=0.3.1", "everything; gate rejections carry keep_when_insufficient"),
-        ("0.3.0", "no keep_when_insufficient: rejections are dropped strictly, with one warning"),
-    ),
-    checked_commit="624b824a898ab0ec1fcb4d373004c7f3852bf515",
-)
+#: The slime versions the adapter supports (0.3.0 without ``keep_when_insufficient``: see the docs).
+SUPPORTED_VERSIONS = host_versions({"slime": ">=0.3.0"})
 #: The ``args`` attribute that ``--custom-config-path`` sets from the YAML's top-level key.
 SETTINGS_ATTR = "group_admission"
 #: Prefix of the metrics the log hook adds beside slime's ``rollout/dynamic_filter/...``.
@@ -113,11 +104,12 @@ class DynamicFilterOutput:
 @cache
 def _output_type() -> tuple[type[Any], bool]:
     """The output class (slime's, else the stand-in), and whether it has ``keep_when_insufficient``."""
-    try:
-        module = importlib.import_module("slime.rollout.filter_hub.base_types")
-        output_type: type[Any] = module.DynamicFilterOutput
-    except (ImportError, AttributeError):
-        output_type = DynamicFilterOutput
+    module = find_host(
+        "slime.rollout.filter_hub.base_types",
+        adapter="group_admission.adapters.slime",
+        versions=SUPPORTED_VERSIONS,
+    )
+    output_type: type[Any] = getattr(module, "DynamicFilterOutput", None) or DynamicFilterOutput
     return output_type, "keep_when_insufficient" in getattr(output_type, "__dataclass_fields__", {})
 
 
@@ -172,43 +164,29 @@ def _live_remaining_batch_size() -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class _Runtime:
+class _SlimeSession(AdapterSession[SlimeAdmissionSettings]):
     """One configuration's session, and what slime has not been told yet about the rollout in progress."""
 
     def __init__(self, settings: SlimeAdmissionSettings) -> None:
-        self.settings = settings
-        self.session = AdmissionSession(settings.policy, limits=settings.limits, host="slime")
+        super().__init__(settings, host="slime")
         self.last_rollout: dict[str, int | float] = {}
-        self.warned: set[str] = set()
-        self.lock = threading.Lock()
         self.unknown_fallbacks = 0  # rejections marked for slime's fallback whose fate was unknown
         self.unlogged = False
-        self._closed = AdmissionStats()  # the session's counts when the last rollout closed
-
-    def rollout(self) -> AdmissionStats:
-        return self.session.stats.difference(self._closed)
 
     def close_rollout(self, *, fallback_estimated: bool) -> None:
         """Publish the rollout's metrics and start the next rollout."""
-        total = self.session.stats
-        metrics: dict[str, int | float] = {
-            f"{METRIC_PREFIX}{name}": value
-            for name, value in total.difference(self._closed).metrics().items()
-        }
-        metrics[f"{METRIC_PREFIX}cumulative_effective_group_rate"] = total.effective_group_rate
+        metrics = self.window.close(METRIC_PREFIX)
         metrics[f"{METRIC_PREFIX}fallback_estimated"] = int(fallback_estimated)
-        self._closed, self.last_rollout, self.unlogged = total, metrics, True
+        self.last_rollout, self.unlogged = metrics, True
         _log.info("group_admission_rollout", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
 
 
-# One session per settings configuration; dict operations are atomic, so no lock is needed.
-_RUNTIMES: dict[str, _Runtime] = {}
+_SESSIONS: SessionRegistry[_SlimeSession] = SessionRegistry(on_reset=_output_type.cache_clear)
 
 
-def _runtime(args: Any) -> _Runtime:
+def _runtime(args: Any) -> _SlimeSession:
     raw = getattr(args, SETTINGS_ATTR, None)
-    key = settings_key(raw)
-    return _RUNTIMES.get(key) or _RUNTIMES.setdefault(key, _Runtime(SlimeAdmissionSettings.from_mapping(raw)))
+    return _SESSIONS.get(raw, lambda: _SlimeSession(SlimeAdmissionSettings.from_mapping(raw)))
 
 
 def reset() -> None:
@@ -217,8 +195,7 @@ def reset() -> None:
 
     .. versionadded:: 0.2.0
     """
-    _RUNTIMES.clear()
-    _output_type.cache_clear()
+    _SESSIONS.reset()
 
 
 def drop_reason(decision: GroupAdmissionDecision) -> str | None:
@@ -265,8 +242,7 @@ def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     if not runtime.settings.keep_when_insufficient or decision.reason is RejectionReason.EXTERNAL:
         return output_type(keep=False, reason=reason)
     if not has_fallback_field:
-        if "keep_when_insufficient" not in runtime.warned:
-            runtime.warned.add("keep_when_insufficient")
+        if runtime.warn_once("keep_when_insufficient"):
             warnings.warn(
                 "this slime has no DynamicFilterOutput.keep_when_insufficient (added in v0.3.1): "
                 "rejected groups are dropped strictly, so every rejection can start another "
@@ -298,18 +274,18 @@ def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
     """
     runtime = _runtime(args)
     with runtime.lock:
-        if not runtime.rollout().candidates:
+        if not runtime.window.pending().candidates:
             for group in all_groups:
                 # slime dropped none of these groups, so there is no resampling loop to stop.
                 with contextlib.suppress(ConsecutiveFailedGroupsError):
                     _read_group(args, group, runtime.settings.reject_statuses).judge(runtime.session)
-        rollout, unknown = runtime.rollout(), runtime.unknown_fallbacks
+        rollout, unknown = runtime.window.pending(), runtime.unknown_fallbacks
         target = getattr(args, "rollout_batch_size", None)
         if unknown and isinstance(target, int):
             runtime.session.record_fallback(
                 fallback_kept_lower_bound(
                     unknown=unknown,
-                    gate_rejected=rollout.exact_dead + rollout.near_tie + rollout.redundant,
+                    gate_rejected=rollout.rejected - rollout.external,  # every reason but external
                     known=rollout.fallback_admitted,
                     target=target,
                     admitted=rollout.admitted,
@@ -336,8 +312,7 @@ def log_rollout_metrics(
     with runtime.lock:
         metrics = dict(runtime.last_rollout) if runtime.unlogged else {}
         runtime.unlogged = False
-    if not metrics and "no_rollout_recorded" not in runtime.warned:
-        runtime.warned.add("no_rollout_recorded")
+    if not metrics and runtime.warn_once("no_rollout_recorded"):
         _log.warning(
             "group_admission_no_rollout_recorded",
             rollout_id=rollout_id,

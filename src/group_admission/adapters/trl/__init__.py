@@ -7,11 +7,11 @@ command); see docs/adapters/trl.md.
 
 from __future__ import annotations
 
-from ._versions import SUPPORTED_VERSIONS, check_trl
-
-check_trl()
-
-from ._masking import NORMALISATION  # noqa: E402  (only after the version check)
-from ._trainer import STATE_FILE, AdmissionGRPOTrainer, AdmissionMixin  # noqa: E402
+from .._host_support import publish as _publish
+from ._masking import NORMALISATION
+from ._trainer import STATE_FILE, AdmissionGRPOTrainer, AdmissionMixin
+from ._versions import SUPPORTED_VERSIONS
 
 __all__ = ["NORMALISATION", "STATE_FILE", "SUPPORTED_VERSIONS", "AdmissionGRPOTrainer", "AdmissionMixin"]
+
+_publish(__name__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
+from ._trl_imports import torch
 
 __all__ = [
     "NORMALISATION",

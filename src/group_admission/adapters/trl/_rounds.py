@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
+from ._trl_imports import torch
 
 __all__ = ["PromptStream", "merge_rounds"]
 

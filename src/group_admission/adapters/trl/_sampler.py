@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import torch
-from torch.utils.data import Sampler
+from ._trl_imports import Sampler, torch
 
 __all__ = ["Keep", "PickingSampler"]
 

@@ -8,11 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from accelerate.utils import gather, gather_object
-from trl.trainer.grpo_trainer import GRPOTrainer
 
-from ..._budget import ResamplePlan, SamplingBudgetConfig
+from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
 from ..._exceptions import CheckpointError
 from ..._history import PromptHistory, PromptId
@@ -23,6 +20,7 @@ from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
 from ._sampler import Keep, PickingSampler
+from ._trl_imports import GRPOTrainer, gather, gather_object, torch
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
 
@@ -123,51 +121,65 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         rounds, filled = [first], verdict.keep.copy()
         slots = [(0, group) for group in range(groups)]
         plan = session.plan(num_generations=size)
+        rate = plan.effective_rate
         skipped, forced = (0, 0) if self._main_sampler is None else self._main_sampler.counts(session.step)
         if self.prompt_history is not None:
-            skipped += self._resample_picked(rounds, slots, filled)
+            skipped_now, rate = self._resample_picked(rounds, slots, filled, rate)
+            skipped += skipped_now
         while plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None:
             extra, ids = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
             _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
             rounds.append(extra)
             plan = session.plan(num_generations=size)
+            rate = plan.effective_rate
         report = session.end_step()
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
-        self._log_step(report, plan, float(verdict.keep.mean()), int(filled.sum()), (skipped, forced))
+        self._log_step(report, rate, float(verdict.keep.mean()), (skipped, forced))
         self.last_step_report = report
         return self._mask(output, filled)
 
     def _resample_picked(
-        self, rounds: list[dict[str, Any]], slots: list[tuple[int, int]], filled: np.ndarray[Any, Any]
-    ) -> int:
-        """Resampling rounds of the prompts the history picks; returns the prompts it skipped."""
+        self,
+        rounds: list[dict[str, Any]],
+        slots: list[tuple[int, int]],
+        filled: np.ndarray[Any, Any],
+        rate: float,
+    ) -> tuple[int, float]:
+        """
+        Resampling rounds of the prompts the history picks.
+
+        Returns the prompts it skipped, and the admission rate of the plan it followed: the
+        last round's pick (its prompts' mean informative probability), else ``rate``.
+        """
         stream, names, history = self._admission_prompts, self._prompt_ids, self.prompt_history
         if stream is None or names is None or history is None:
-            return 0  # without a budget there are no extra rounds
+            return 0, rate  # without a budget there are no extra rounds
         skipped = 0
         while True:
-            chosen, count = self._pick_round(stream, names, history)
+            chosen, count, picked_rate = self._pick_round(stream, names, history)
             skipped += count
             if not chosen:
-                return skipped
+                return skipped, rate
+            rate = picked_rate
             extra, ids = self._generate_round(stream.rows(chosen, self.num_generations))
             _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
             rounds.append(extra)
 
     def _pick_round(
         self, stream: PromptStream, names: PromptIds, history: PromptHistory
-    ) -> tuple[list[int], int]:
+    ) -> tuple[list[int], int, float]:
         """
-        The next round's prompts, as ``session.pick_prompts`` picks and sizes them; and the prompts skipped.
+        The next round's prompts as ``session.pick_prompts`` picks them, the prompts skipped, their rate.
 
-        It offers the stream's next ``max_extra_groups`` prompts (no round may generate
-        more), and twice as many while the plan takes every picked prompt and no cap or
-        target stops it, up to one pass. Picked prompts the round does not need go back to
-        the front of the stream; skipped ones are used up.
+        The session's plan sizes the offer: nothing when it plans no more groups (the
+        target is met or a cap is spent), else its planned groups, and twice as many while
+        the pick takes every picked prompt and no cap or target stops it, up to one pass.
+        Picked prompts the round does not need go back to the front of the stream; skipped
+        ones are used up. The rate is the chosen prompts' mean informative probability.
         """
         session, limit = self.admission_session, len(self.train_dataset)
-        offer, skipped = max(1, session.controller.config.max_extra_groups), 0
-        while True:
+        offer, skipped = min(session.plan(num_generations=self.num_generations).extra_groups, limit), 0
+        while offer:
             indices = stream.take(offer)
             ids = names.of_indices(self.train_dataset, indices)
             plan = session.pick_prompts(history, ids, num_generations=self.num_generations)
@@ -176,9 +188,10 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             skipped += len(plan.skipped)
             if plan.requested_groups < len(picked) or plan.limited_by or offer >= limit:
                 stream.defer(picked[chosen:])
-                return picked[:chosen], skipped
+                return picked[:chosen], skipped, plan.expected_informative / max(1, chosen)
             stream.defer(picked)
             offer = min(2 * offer, limit)
+        return [], skipped, 0.0
 
     def _generate_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[PromptId] | None]:
         """TRL's generation and scoring of ``inputs``, and the prompt id of each (global) group."""
@@ -272,27 +285,10 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         )
 
     def _log_step(
-        self,
-        report: StepReport,
-        plan: ResamplePlan,
-        rate_before: float,
-        filled: int,
-        prompts: tuple[int, int],
+        self, report: StepReport, effective_rate: float, rate_before: float, prompts: tuple[int, int]
     ) -> None:
-        target = max(1, report.target_groups)
-        values: dict[str, float] = {
-            "target_groups": report.target_groups,
-            "admitted_groups": filled,
-            "masked_groups": report.target_groups - filled,
-            "generated_groups": report.generated_groups,
-            "surplus_groups": report.surplus_groups,
-            "rounds": report.sampling_rounds,
-            "exhausted": float(report.exhausted),
-            "informative_rate_before": rate_before,
-            "informative_rate_after": filled / target,
-            "cost_multiplier": report.generated_groups / target,
-            "effective_rate_estimate": plan.effective_rate,
-        }
+        values = report.metrics(effective_rate=effective_rate)
+        values["informative_rate_before"] = rate_before
         if self.prompt_history is not None:
             values["prompts_skipped"], values["prompts_forced"] = prompts
         for name, total in self.admission_session.stats.metrics().items():

@@ -11,25 +11,29 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ._versions import INSTALL_HINT, check_installed_version
+from ..._loading import install_line
+from .._host_support import import_host
+from ._versions import SUPPORTED_VERSIONS
 
 __all__ = ["CheckpointCallback", "KVBatchMeta", "ReplayBuffer", "SkipManager", "plain_container", "tq"]
 
-try:
-    with warnings.catch_warnings():
-        # verl warns at import about optional engines (megatron, mindspeed) a CPU host lacks.
-        warnings.simplefilter("ignore", UserWarning)
-        import transfer_queue as tq
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-        from transfer_queue import KVBatchMeta
-        from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
-        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
-        from verl.utils.skip import SkipManager
-except ImportError as exc:
-    msg = f"group_admission.adapters.verl requires verl with its v1 replay buffer ({exc}); {INSTALL_HINT}"
-    raise ImportError(msg, name=exc.name) from None
-
-check_installed_version()
+with warnings.catch_warnings():
+    # verl warns at import about optional engines (megatron, mindspeed) a CPU host lacks.
+    warnings.simplefilter("ignore", UserWarning)
+    for _module in ("transfer_queue", "omegaconf", "verl.trainer.ppo.v1.replay_buffer"):
+        import_host(
+            _module,
+            adapter="group_admission.adapters.verl",
+            needs="verl with its v1 replay buffer",
+            install=install_line("verl"),
+            versions=SUPPORTED_VERSIONS,
+        )
+    import transfer_queue as tq
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.utils.skip import SkipManager
 
 
 def plain_container(value: Any) -> Any:
