@@ -53,7 +53,7 @@ from .._loading import from_mapping
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
-from .._session import AdmissionSession, AdmissionVerdict
+from .._session import AdmissionSession, AdmissionVerdict, StepReport
 from .._validation import check_ge, check_int, check_optional, describe
 
 R = TypeVar("R")
@@ -198,6 +198,26 @@ class SessionRegistry(Generic[A]):
         self._sessions.clear()
         if self._on_reset is not None:
             self._on_reset()
+
+
+def step_metrics(
+    session: AdmissionSession,
+    report: StepReport | None = None,
+    *,
+    prefix: str = "group_admission/",
+    effective_rate: float | None = None,
+) -> dict[str, int | float]:
+    """
+    A step's metrics for hosts that log flat numeric dicts (verl, twinkle).
+
+    :meth:`StepReport.metrics` (when ``report`` is given), then the step's counts under
+    ``step/`` and the run's under ``total/`` (``AdmissionStats`` names). Every value is an
+    int or a float: some host loggers silently drop bools.
+    """
+    metrics = {} if report is None else report.metrics(prefix=prefix, effective_rate=effective_rate)
+    for scope, stats in (("step", session.step_stats), ("total", session.stats)):
+        metrics.update({f"{prefix}{scope}/{name}": value for name, value in stats.metrics().items()})
+    return metrics
 
 
 def as_policy_config(value: Any) -> GroupAdmissionConfig:

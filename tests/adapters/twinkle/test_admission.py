@@ -155,7 +155,7 @@ def test_importing_the_package_imports_no_twinkle_and_no_torch():
 
     code = (
         "import sys, group_admission.adapters.twinkle as t; "
-        "print(sorted(m for m in ('twinkle', 'torch') if m in sys.modules), t.SUPPORTED_VERSIONS)"
+        "print(sorted(m for m in ('twinkle', 'torch') if m in sys.modules), dict(t.SUPPORTED_VERSIONS))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[] ('twinkle-kit>=0.5.1,<0.6',)"
+    assert out.strip() == "[] {'twinkle-kit': '>=0.5.1,<0.6'}"

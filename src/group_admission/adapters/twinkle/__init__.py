@@ -11,10 +11,11 @@ this package imports no twinkle and no torch. See ``docs/adapters/twinkle.md``.
 
 from __future__ import annotations
 
+from .._host_support import publish as _publish
 from ._rounds import AdmittedBatch, sample_admitted_groups
 from ._rows import UNSUMMABLE_REWARD
 from ._step import METRIC_PREFIX, AdmittedRows, TwinkleGroupAdmission
-from ._versions import INSTALL_HINT, SUPPORTED_VERSIONS, check_installed_version
+from ._versions import INSTALL_HINT, SUPPORTED_VERSIONS
 
 __all__ = [
     "INSTALL_HINT",
@@ -24,6 +25,7 @@ __all__ = [
     "AdmittedBatch",
     "AdmittedRows",
     "TwinkleGroupAdmission",
-    "check_installed_version",
     "sample_admitted_groups",
 ]
+
+_publish(__name__)

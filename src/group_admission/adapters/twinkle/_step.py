@@ -21,6 +21,7 @@ from ..._limits import DropLimits
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._validation import check_count, describe
+from .._adapter_runtime import step_metrics
 from ._rows import UNSUMMABLE_REWARD, RowRewards, chunk
 from ._versions import import_twinkle
 
@@ -35,10 +36,6 @@ _SCALES = ("group", "batch", "none")
 
 #: The prefix of every metric :meth:`TwinkleGroupAdmission.metrics` returns.
 METRIC_PREFIX = "group_admission/"
-# The step report's counts (its index, flag and cap names are written in their own way).
-_REPORT_FIELDS = tuple(
-    field.name for field in attrs.fields(StepReport) if field.name not in ("step", "exhausted", "limited_by")
-)
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -249,19 +246,10 @@ class TwinkleGroupAdmission:
         """
         Flat numeric metrics under ``group_admission/``, for twinkle's logger or metric dicts.
 
-        The step report's fields (with ``report``), ``exhausted`` (0/1), the last plan's
-        ``effective_rate`` and ``limited_by/<cap>`` (1 for each binding cap), then the
-        step's counts under ``step/`` and the run's under ``total/``.
+        The step vocabulary of :meth:`StepReport.metrics` (with ``report``) with the last
+        plan's ``effective_rate``, then the step's counts under ``step/`` and the run's
+        under ``total/``.
         """
-        prefix = METRIC_PREFIX
-        metrics: dict[str, int | float] = {}
-        if report is not None:
-            metrics.update({f"{prefix}{name}": getattr(report, name) for name in _REPORT_FIELDS})
-            metrics[f"{prefix}exhausted"] = int(report.exhausted)
-            metrics.update({f"{prefix}limited_by/{cap}": 1 for cap in report.limited_by})
         plan = self._session.last_plan
-        if plan is not None:
-            metrics[f"{prefix}effective_rate"] = float(plan.effective_rate)
-        for scope, stats in (("step", self._session.step_stats), ("total", self._session.stats)):
-            metrics.update({f"{prefix}{scope}/{name}": value for name, value in stats.metrics().items()})
-        return metrics
+        rate = None if plan is None else plan.effective_rate
+        return step_metrics(self._session, report, prefix=METRIC_PREFIX, effective_rate=rate)

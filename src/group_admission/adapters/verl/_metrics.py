@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..._budget import ResamplePlan
 from ..._session import AdmissionSession, StepReport
+from .._adapter_runtime import step_metrics as _step_metrics
 
 __all__ = ["METRIC_PREFIX", "step_metrics"]
 
@@ -19,8 +20,4 @@ def step_metrics(report: StepReport, plan: ResamplePlan, session: AdmissionSessi
     bools. ``effective_rate`` is the rate of the step's last plan; the step's counts
     (``AdmissionStats`` names) live under ``step/``, the run's under ``total/``.
     """
-    metrics = report.metrics(prefix=METRIC_PREFIX, effective_rate=plan.effective_rate)
-    for scope, stats in (("step", session.step_stats), ("total", session.stats)):
-        for name, value in stats.metrics().items():
-            metrics[f"{METRIC_PREFIX}{scope}/{name}"] = value
-    return metrics
+    return _step_metrics(session, report, prefix=METRIC_PREFIX, effective_rate=plan.effective_rate)
