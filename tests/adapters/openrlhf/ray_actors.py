@@ -1,5 +1,5 @@
 """
-The Ray actors of the real-Ray tests: the scripted vLLM engine, and a process that builds OpenRLHF's generator.
+The Ray actors of the real-Ray tests: the scripted vLLM engine, and a process building OpenRLHF's generator.
 
 Kept out of the test modules so that a Ray worker unpickling them imports only this file,
 ``scripted_engine`` and what OpenRLHF itself imports.
@@ -16,7 +16,7 @@ from adapters.openrlhf.scripted_engine import args, loader, responses
 
 
 class AsyncScriptedEngine:
-    """The engine's remote methods as OpenRLHF's ``RolloutRayActor`` has them: ``generate_responses`` is async."""
+    """The engine's remote methods as in OpenRLHF's ``RolloutRayActor``: ``generate_responses`` is async."""
 
     def __init__(self, script: Mapping[str, Mapping[str, Any]]) -> None:
         self.script = dict(script)
@@ -52,7 +52,7 @@ class AsyncScriptedEngine:
 
 
 class TrainerProcess:
-    """Stands in for the actor OpenRLHF builds its generator in (``PPOTrainer`` / ``GenerateSamplesActor``)."""
+    """Stands in for the actor that builds OpenRLHF's generator (``PPOTrainer``, ``GenerateSamplesActor``)."""
 
     def trainer_classes(self) -> dict[str, Any]:
         """The ``SamplesGenerator`` each trainer module builds, as imported in this worker."""
@@ -73,7 +73,7 @@ class TrainerProcess:
         }
 
     def generate(self, engines: list[Any], prompts: list[str], n: int, batch_size: int) -> dict[str, Any]:
-        """One ``generate_samples`` call of the generator the sync trainer builds, as its ``__init__`` does."""
+        """One ``generate_samples`` call of the generator built as the sync trainer's ``__init__`` does."""
         import openrlhf.trainer.ppo_trainer as sync
 
         strategy = SimpleNamespace(args=args(n=n, batch_size=batch_size))

@@ -81,7 +81,7 @@ def _script(groups: list[list[float]], *, seed: int = 0) -> dict[str, Any]:
 
 
 def test_both_trainers_build_the_admission_generator_in_their_worker(ray: Any) -> None:
-    """The setup hook reached a fresh worker, swapped the class both trainers import, and passed the settings."""
+    """The setup hook reached a fresh worker, swapped the class both trainers import, passed the settings."""
     from adapters.openrlhf.ray_actors import TrainerProcess
 
     worker = ray.remote(num_cpus=0)(TrainerProcess).remote()
@@ -97,7 +97,7 @@ def test_both_trainers_build_the_admission_generator_in_their_worker(ray: Any) -
 
 
 def test_a_training_batch_from_the_worker_generator(ray: Any) -> None:
-    """OpenRLHF's generate_samples in the worker: target groups kept whole, the pass rate as OpenRLHF defines it."""
+    """generate_samples in the worker: whole target groups, the pass rate as OpenRLHF defines it."""
     from adapters.openrlhf.ray_actors import TrainerProcess
 
     groups = [[1.0, 1.0], [0.0, 1.0], [0.5, 0.5], [1.0, 0.0], [0.0, 0.0]] + [[0.0, 1.0]] * 10
