@@ -231,3 +231,17 @@ def test_importing_the_adapter_imports_no_framework() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_exports_exactly_its_public_names() -> None:
+    """As tests/adapters/test_packages.py checks for the other hosts: names only, versions as data."""
+    import ast
+
+    package = importlib.import_module("group_admission.adapters.openrlhf")
+    tree = ast.parse(Path(package.__file__).read_text(encoding="utf-8"))
+    body = tree.body[1:] if isinstance(tree.body[0], ast.Expr) else tree.body
+    public = {name for name in vars(package) if not name.startswith("_") and name != "annotations"}
+
+    assert {type(node).__name__ for node in body} <= {"ImportFrom", "Assign"}
+    assert set(package.__all__) == public
+    assert all(isinstance(v, str) and v for v in package.SUPPORTED_VERSIONS)
