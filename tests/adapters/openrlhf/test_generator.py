@@ -130,6 +130,7 @@ def test_replacement_is_capped_where_openrlhf_drains_the_dataloader(
     assert ours[2] is False
     report = ours_gen.last_admission_report
     assert (report.short_groups, report.generated_groups) == (4, ours[1])
+    assert ours_gen.last_admission_metrics[f"{METRIC_PREFIX}exhausted"] == 1
 
 
 def test_exhaustion_raises_when_asked(host: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,6 +156,9 @@ def test_a_dry_dataloader_gives_a_short_batch_not_an_error(
     experiences, consumed, exhausted = run(gen, list(script), 2)
 
     assert (len(experiences), consumed, exhausted) == (2, 3, True)
+    # the caps had room: the data ran out, so the budget is not what stopped the call
+    assert gen.last_admission_metrics[f"{METRIC_PREFIX}exhausted"] == 0
+    assert gen.last_admission_metrics[f"{METRIC_PREFIX}short_groups"] == 1
 
 
 def test_surplus_groups_are_counted_and_not_returned(

@@ -19,7 +19,7 @@ from ..._host_rules.openrlhf import amend_by_mean_range
 from ..._session import AdmissionSession, StepReport
 from ..._streaming import StreamPlan
 from ._groups import GENERATION_FAILED, failed_group, read_group
-from ._runtime import session_for, step_metrics
+from ._runtime import METRIC_PREFIX, session_for, step_metrics
 from ._settings import OpenRLHFAdmissionSettings, current_settings
 from ._versions import SUPPORTED_VERSIONS
 
@@ -168,12 +168,11 @@ class _Step:
             self.kept.append(experiences)
 
     def _finish(self, report: StepReport, plan: StreamPlan | None) -> tuple[list[Any], int, bool]:
-        metrics = step_metrics(report, self.session, self.consumed)
+        capped = plan is not None and plan.exhausted and report.short_groups > 0
+        metrics = step_metrics(report, self.session, prompts_consumed=self.consumed, exhausted=capped)
         self.generator.last_admission_metrics, self.generator.last_admission_report = metrics, report
-        _log.info(
-            "group_admission_step", **{k.removeprefix("group_admission/"): v for k, v in metrics.items()}
-        )
-        if report.short_groups and plan is not None and plan.exhausted and not self.dry:
+        _log.info("group_admission_step", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
+        if capped and plan is not None and not self.dry:
             message = _exhausted_message(report, plan, self.settings)
             if self.settings.on_exhausted == "raise":
                 raise BudgetExhaustedError(message)

@@ -105,10 +105,10 @@ def install(module: ModuleType | None = None) -> type:
     """
     target: Any = _generator_module() if module is None else module
     check_installed_version()
-    current = target.SamplesGenerator
-    made = admission_generator_class(current)
+    made = admission_generator_class(target.SamplesGenerator)
     target.SamplesGenerator = made
-    _swap(made.__bases__[-1] if made is not current else current, made)
+    if made in _CLASSES.values():
+        _swap(made.__bases__[-1], made)
     return made
 
 

@@ -52,16 +52,18 @@ def reset() -> None:
 
 
 def step_metrics(
-    report: StepReport, session: AdmissionSession, prompts_consumed: int
+    report: StepReport, session: AdmissionSession, *, prompts_consumed: int, exhausted: bool
 ) -> dict[str, int | float]:
     """
     One ``_generate_vllm`` call's metrics: the step report, the step's counts by reason, the run's rate.
 
+    ``exhausted`` is the streaming plan's verdict (the caps left no room short of the
+    target): a streaming step's ``StepReport.exhausted`` comes from the round planner.
     ``effective_group_rate`` is the call's admitted groups over its judged groups, in
     ``[0, 1]``; ``cumulative_effective_group_rate`` the same over the run.
     """
     values: dict[str, int | float] = {name: getattr(report, name) for name in _REPORT_FIELDS}
-    values["exhausted"] = int(report.exhausted)
+    values["exhausted"] = int(exhausted)
     values["prompts_consumed"] = prompts_consumed
     values.update(session.step_stats.metrics())
     values["cumulative_effective_group_rate"] = session.stats.effective_group_rate
