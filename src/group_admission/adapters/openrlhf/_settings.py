@@ -1,0 +1,173 @@
+"""
+The OpenRLHF adapter's settings, read from one environment variable (OpenRLHF's parser takes no extra flags).
+
+This module does not import OpenRLHF.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, Literal
+
+import attrs
+
+from ..._budget import SamplingBudgetConfig
+from ..._config import GroupAdmissionConfig
+from ..._exceptions import ConfigurationError
+from ..._limits import DropLimits
+from ..._loading import coerce_config, load_yaml_mapping
+from ..._validation import check_one_of
+from .._adapter_runtime import as_policy_config, check_bool, settings_from
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "SCORES",
+    "SETTINGS_ENV",
+    "ExhaustionAction",
+    "OpenRLHFAdmissionSettings",
+    "current_settings",
+    "forget_settings",
+    "is_inline",
+]
+
+#: The environment variable holding the settings: inline JSON, or a ``.json``/``.yaml`` file path.
+SETTINGS_ENV = "GROUP_ADMISSION_OPENRLHF"
+#: The policy fields the adapter sets unless the settings override them: a zero-spread gate,
+#: so a tied group (all 0.5, all 0, all 1) is rejected out of the box.
+DEFAULT_POLICY: Mapping[str, Any] = {"min_reward_std": 1e-6}
+#: The component read from ``Experience.scores`` (what OpenRLHF's own filter reads).
+SCORES = "scores"
+
+ExhaustionAction = Literal["train", "raise"]
+
+
+def _as_policy(value: Any) -> GroupAdmissionConfig:
+    if value is None:
+        return GroupAdmissionConfig.from_mapping(DEFAULT_POLICY)
+    if isinstance(value, Mapping):
+        return as_policy_config({**DEFAULT_POLICY, **value})
+    return as_policy_config(value)
+
+
+def _check_policy(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
+    # The generator holds token ids; decoding every completion to compare texts is not its job.
+    if value.similarity_gate_enabled:
+        msg = (
+            f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the OpenRLHF adapter: "
+            "its experiences hold token ids, not completion texts "
+            f"(got {value.max_mean_pairwise_similarity!r})"
+        )
+        raise ValueError(msg)
+
+
+def _as_budget(value: Any) -> SamplingBudgetConfig:
+    return coerce_config(SamplingBudgetConfig, value, name="budget")
+
+
+def _as_limits(value: Any) -> DropLimits:
+    return coerce_config(DropLimits, value, name="limits")
+
+
+@attrs.frozen(kw_only=True)
+class OpenRLHFAdmissionSettings:
+    """
+    The settings of the OpenRLHF adapter (the mapping in ``GROUP_ADMISSION_OPENRLHF``).
+
+    Args:
+        policy: :class:`GroupAdmissionConfig` fields, over the adapter's default
+            ``min_reward_std: 1e-6``. Without ``gate_on`` the gate reads each
+            experience's ``scores`` (what OpenRLHF's filter reads); ``gate_on`` names
+            ``info`` keys instead: ``reward``, ``score``, or any key of the reward
+            function's ``extra_logs``. The redundancy gate is refused.
+        budget: :class:`SamplingBudgetConfig` fields: the hard caps on replacement groups
+            (``max_extra_groups``, ``max_total_samples``, ``max_total_tokens``) and the
+            streaming plan's ``confidence``. The defaults allow no replacement.
+        limits: :class:`DropLimits` fields (``None``: none).
+        apply_dynamic_filtering_range: Also apply OpenRLHF's own rule after the gates: a
+            group whose mean score is not strictly inside ``--algo.dynamic_filtering_range``
+            is rejected.
+        on_exhausted: When the caps stop replacements short of the target: ``"train"``
+            returns the kept groups (OpenRLHF trains on a short batch, or skips an empty
+            one); ``"raise"`` stops with :class:`group_admission.BudgetExhaustedError`.
+        metrics_in_info: Write the call's metrics into every returned experience's
+            ``info``, so that OpenRLHF logs them beside its own (``train/group_admission/...``).
+
+    .. versionadded:: 0.2.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(default=None, converter=_as_policy, validator=_check_policy)
+    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=_as_budget)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=_as_limits)
+    apply_dynamic_filtering_range: bool = attrs.field(default=False, validator=check_bool)
+    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    metrics_in_info: bool = attrs.field(default=True, validator=check_bool)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """What the gate reads per experience: the ``gate_on`` info keys, else ``scores``."""
+        return self.policy.gate_on or (SCORES,)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> OpenRLHFAdmissionSettings:
+        """
+        Build the settings from a mapping (``None``: all defaults).
+
+        Raises:
+            TypeError: the value is not a mapping, or a setting has the wrong type.
+            ValueError: a key is unknown or a value is out of range.
+        """
+        return settings_from(cls, mapping, f"the {SETTINGS_ENV} settings")
+
+    @classmethod
+    def from_env(cls, value: str | None) -> OpenRLHFAdmissionSettings:
+        """
+        Build the settings from the value of ``GROUP_ADMISSION_OPENRLHF`` (``None`` or empty: defaults).
+
+        A value starting with ``{`` (or ``[``) is JSON; any other is the path of a JSON file
+        (``.json``) or a YAML file (needs pyyaml).
+
+        Raises:
+            ConfigurationError: the JSON is invalid, or the file does not hold a mapping.
+            FileNotFoundError: the file does not exist.
+            TypeError, ValueError: as :meth:`from_mapping`.
+        """
+        if value is None or not value.strip():
+            return cls()
+        return cls.from_mapping(_read_env_value(value.strip()))
+
+
+def is_inline(value: str) -> bool:
+    """Whether a ``GROUP_ADMISSION_OPENRLHF`` value is inline JSON rather than a file path."""
+    return value.lstrip().startswith(("{", "["))
+
+
+def _read_env_value(value: str) -> Any:
+    if not is_inline(value) and not value.endswith(".json"):
+        return load_yaml_mapping(value)
+    try:
+        if is_inline(value):
+            return json.loads(value)
+        with open(value, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        where = "inline JSON" if is_inline(value) else f"'{value}'"
+        msg = f"{SETTINGS_ENV} holds invalid {where}: {exc}"
+        raise ConfigurationError(msg) from None
+
+
+@cache
+def _settings_for(value: str | None) -> OpenRLHFAdmissionSettings:
+    return OpenRLHFAdmissionSettings.from_env(value)
+
+
+def current_settings() -> OpenRLHFAdmissionSettings:
+    """The settings in this process's ``GROUP_ADMISSION_OPENRLHF`` (each distinct value is read once)."""
+    return _settings_for(os.environ.get(SETTINGS_ENV))
+
+
+def forget_settings() -> None:
+    """Forget the settings read so far (a changed file is read again)."""
+    _settings_for.cache_clear()
