@@ -87,6 +87,12 @@ def make_args(**overrides: Any) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
+def _installed(name: str) -> bool:
+    if name in sys.modules:  # imported, or stubbed by slime's contract helpers
+        return True
+    return importlib.util.find_spec(name) is not None
+
+
 def _load_file(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
@@ -106,13 +112,11 @@ def real_slime() -> SimpleNamespace | str:
     shared = root / "tests" / "plugin_contracts" / "_shared.py"
     if not (root / "slime" / "rollout" / "sglang_rollout.py").is_file() or not shared.is_file():
         return f"SLIME_SRC={source!r} holds no slime source tree"
-    missing = [name for name in SLIME_IMPORTS if importlib.util.find_spec(name) is None]
+    missing = [name for name in SLIME_IMPORTS if not _installed(name)]
     if missing:
         return f"slime's rollout modules need {missing} (.ci/slime-contracts installs them)"
     stubs = _load_file("slime_contract_shared", shared)
-    stubs.install_stubs(
-        with_sglang_router=True, with_transformers=importlib.util.find_spec("transformers") is None
-    )
+    stubs.install_stubs(with_sglang_router=True, with_transformers=not _installed("transformers"))
     sys.path.insert(0, str(root))
     names = {
         "rollout": "slime.rollout.sglang_rollout",

@@ -8,6 +8,8 @@ scripted engine on a virtual clock (see ``stream_hosts``).
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +18,7 @@ import structlog
 
 from adapters.slime import scripted_engine
 from adapters.slime.scripted_engine import GroupScript, Script, bernoulli_script
-from adapters.slime.stream_hosts import Host, make_args
+from adapters.slime.stream_hosts import Host, make_args, real_slime
 from group_admission import AdmissionSession, BudgetExhaustedError, ConsecutiveFailedGroupsError
 from group_admission.adapters import slime as slime_adapter
 
@@ -366,3 +368,30 @@ def test_a_dynamic_filter_path_is_refused_because_it_would_be_ignored(slime_host
         ValueError, match="'--dynamic-sampling-filter-path' must be unset with streaming_rollout"
     ):
         slime_adapter.streaming_rollout(args, 0, slime_host.data_source(args))
+
+
+def test_the_signature_is_slimes_rollout_function_signature() -> None:
+    # slime's contract (test_default_rollout_signature_is_stable) pins its default to this.
+    parameters = inspect.signature(slime_adapter.streaming_rollout).parameters
+
+    assert ("args", "rollout_id", "data_source", "evaluation") == tuple(parameters)
+    assert parameters["evaluation"].default is False
+
+
+def test_slimes_rollout_contract_accepts_the_signature(slime_host: Host) -> None:
+    if slime_host.name != "slime":
+        pytest.skip("slime's rollout contract runs only on slime's real tree")
+    slime = real_slime()
+    assert not isinstance(slime, str)
+    folder = slime.root / "tests" / "plugin_contracts"
+    slime_host.monkeypatch.syspath_prepend(str(folder))  # the contract imports its _shared helpers
+    contract = folder / "test_plugin_rollout_contracts.py"
+    spec = importlib.util.spec_from_file_location("slime_rollout_contract", contract)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    module.assert_rollout_function_signature_matches_default(slime_adapter.streaming_rollout)
+    with pytest.raises(AssertionError):  # the check can fail
+        module.assert_rollout_function_signature_matches_default(lambda args, rollout_id, data_source: None)
