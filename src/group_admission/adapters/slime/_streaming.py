@@ -158,6 +158,7 @@ class _Rollout:
     stream: _Stream
     state: Any  # slime's GenerateState
     target: int
+    group_size: int
     launches: dict[Any, _Launch] = attrs.Factory(dict)
     kept: list[_Finished] = attrs.Factory(list)
     rejected: list[_Finished] = attrs.Factory(list)  # gate rejections: usable rewards, no signal
@@ -199,7 +200,7 @@ class _Rollout:
         settings = self.stream.streaming
         return self.stream.session.stream_plan(
             len(self.state.pendings),
-            num_generations=_count_arg(self.args, "n_samples_per_prompt"),
+            num_generations=self.group_size,
             confidence=settings.confidence,
             race=settings.race,
             top_up_below=settings.top_up_below,
@@ -230,7 +231,8 @@ async def _rollout(
     args: Any, rollout_id: int, data_source: Any, stream: _Stream, slime: _Slime
 ) -> tuple[Any, list[Any]]:
     state = slime.rollout.GenerateState(args)
-    rollout = _Rollout(args, stream, state, _count_arg(args, "rollout_batch_size"))
+    target, size = (_count_arg(args, name) for name in ("rollout_batch_size", "n_samples_per_prompt"))
+    rollout = _Rollout(args, stream, state, target, size)
     gatherer = slime.filters.MetricGatherer()
     session = stream.session
     session.begin_step(rollout.target)
