@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from adapters.slime import slime_types
+from adapters.slime.stream_hosts import DoublesHost, Host, RealSlimeHost
+from adapters.slime.virtual_clock import VirtualLoopRunner
 from group_admission.adapters import slime as slime_adapter
 
 
@@ -22,3 +24,18 @@ def fresh_slime_state() -> Iterator[None]:
     clear()
     yield
     clear()
+
+
+@pytest.fixture(params=["doubles", "slime"])
+def slime_host(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fresh_slime_state: None
+) -> Iterator[Host]:
+    """A host for slime rollouts on a virtual clock: the doubles, or slime's tree (``SLIME_SRC``)."""
+    runner = VirtualLoopRunner()
+    host_type = DoublesHost if request.param == "doubles" else RealSlimeHost
+    try:
+        host = host_type(monkeypatch, runner)
+        yield host
+        host.clear()
+    finally:
+        runner.close()

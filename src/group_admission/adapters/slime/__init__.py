@@ -3,8 +3,10 @@ slime adapter: the admission policy behind slime's dynamic-sampling filter, with
 
 :func:`admission_filter` (``--dynamic-sampling-filter-path``), :func:`record_all_samples`
 (``--rollout-all-samples-process-path``) and :func:`log_rollout_metrics`
-(``--custom-rollout-log-function-path``); settings: :class:`SlimeAdmissionSettings`. Importing
-it imports neither slime nor torch. See docs/adapters/slime.md.
+(``--custom-rollout-log-function-path``); settings: :class:`SlimeAdmissionSettings`. Or, for
+streaming launches, :func:`streaming_rollout` (``--rollout-function-path``; settings:
+:class:`SlimeStreamingSettings`). Importing it imports neither slime nor torch. See
+docs/adapters/slime.md.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from ._hooks import (
     last_rollout_metrics,
     log_rollout_metrics,
     record_all_samples,
-    reset,
 )
+from ._streaming import reset, streaming_rollout
+from ._streaming_settings import SlimeStreamingSettings
 
 __all__ = [
     "SUPPORTED_VERSIONS",
     "ConsecutiveFailedGroupsError",
     "DynamicFilterOutput",
     "SlimeAdmissionSettings",
+    "SlimeStreamingSettings",
     "admission_filter",
     "admission_stats",
     "drop_reason",
@@ -40,6 +44,7 @@ __all__ = [
     "record_all_samples",
     "reset",
     "should_drop",
+    "streaming_rollout",
 ]
 
 _publish(__name__)

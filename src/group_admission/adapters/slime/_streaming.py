@@ -1,0 +1,368 @@
+"""
+``streaming_rollout``: slime's rollout loop with launches from the session's streaming plan.
+
+slime's default loop submits whole over-sampling waves and aborts whatever runs once the
+batch is full. This rollout function keeps slime's own pieces (``GenerateState``,
+``generate_and_rm_group``, ``abort``, the data source's buffer) and changes only the
+decisions: how many groups to launch and when (``AdmissionSession.stream_plan``), which
+finished group to keep (the slime adapter's reading of a group, judged by the session),
+and what to return when the caps stop the launches. Importing it imports no slime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from types import ModuleType
+from typing import Any
+
+import attrs
+import structlog
+
+from ..._exceptions import BudgetExhaustedError
+from ..._reasons import RejectionReason
+from ..._session import AdmissionSession
+from ..._streaming import StreamPlan
+from ..._validation import check_count, describe
+from .._adapter_runtime import settings_key
+from . import _hooks
+from ._hooks import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings, drop_reason
+from ._hooks import _read_group as read_group
+from ._streaming_report import leaves, rollout_metrics
+from ._streaming_settings import STREAMING_SETTINGS_ATTR, SlimeStreamingSettings
+
+__all__ = ["reset", "streaming_rollout"]
+
+_log = structlog.get_logger("group_admission.adapters.slime")
+
+
+@attrs.frozen
+class _Slime:
+    """The slime modules the rollout runs on, imported when it first runs."""
+
+    rollout: ModuleType  # slime.rollout.sglang_rollout: GenerateState, abort, generate_rollout
+    base_types: ModuleType  # slime.rollout.base_types: RolloutFnTrainOutput
+    filters: ModuleType  # slime.rollout.filter_hub.base_types: MetricGatherer
+    misc: ModuleType  # slime.utils.misc: load_function
+    run: Any  # slime.utils.async_utils.run: slime's background event loop
+
+    @classmethod
+    def load(cls) -> _Slime:
+        names = (
+            "rollout.sglang_rollout",
+            "rollout.base_types",
+            "rollout.filter_hub.base_types",
+            "utils.misc",
+        )
+        try:
+            rollout, base_types, filters, misc = (importlib.import_module(f"slime.{name}") for name in names)
+            loop = importlib.import_module("slime.utils.async_utils")
+        except ImportError as error:
+            msg = (
+                "streaming_rollout runs inside slime's RolloutManager, and slime is not importable "
+                f"here ({error}); install slime (pip install git+https://github.com/THUDM/slime)"
+            )
+            raise ImportError(msg) from error
+        return cls(rollout, base_types, filters, misc, loop.run)
+
+
+@attrs.frozen
+class _Stream:
+    """One configuration's session and settings, kept for the life of slime's rollout actor."""
+
+    admission: SlimeAdmissionSettings
+    streaming: SlimeStreamingSettings
+    session: AdmissionSession
+
+
+# One session per configuration (both mappings and the batch size); dict operations are atomic.
+_STREAMS: dict[str, _Stream] = {}
+
+
+def _count_arg(args: Any, name: str) -> int:
+    return check_count(getattr(args, name, None), f"args.{name}", 1)
+
+
+def _stream(args: Any) -> _Stream:
+    raw = (getattr(args, SETTINGS_ATTR, None), getattr(args, STREAMING_SETTINGS_ATTR, None))
+    target = _count_arg(args, "rollout_batch_size")
+    key = settings_key([*raw, target])
+    found = _STREAMS.get(key)
+    if found is None:
+        admission = SlimeAdmissionSettings.from_mapping(raw[0])
+        streaming = SlimeStreamingSettings.from_mapping(raw[1])
+        session = AdmissionSession(
+            admission.policy, budget=streaming.budget_for(target), limits=admission.limits, host="slime"
+        )
+        found = _STREAMS.setdefault(key, _Stream(admission, streaming, session))
+    return found
+
+
+def reset() -> None:
+    """
+    Forget every session of the slime adapter, the filter's and the streaming rollout's (for tests).
+
+    .. versionadded:: 0.2.0
+    """
+    _hooks.reset()
+    _STREAMS.clear()
+
+
+def _check_args(args: Any) -> None:
+    if args is None or isinstance(args, (str, bytes, int, float)):
+        msg = f"'args' must be slime's parsed arguments (got {describe(args)})"
+        raise TypeError(msg)
+    path = getattr(args, "dynamic_sampling_filter_path", None)
+    if path is not None:
+        msg = (
+            "'--dynamic-sampling-filter-path' must be unset with streaming_rollout: it judges every "
+            f"group with the '{SETTINGS_ATTR}' policy itself and would ignore another filter (got {path!r})"
+        )
+        raise ValueError(msg)
+
+
+def _response_tokens(group: Any) -> int:
+    return sum(int(getattr(sample, "response_length", 0) or 0) for sample in leaves(group))
+
+
+def _started_in(group: Any) -> int | None:
+    """The rollout a group carried over by slime's abort started in (``metadata['start_rollout_id']``)."""
+    starts = [
+        start
+        for sample in leaves(group)
+        if isinstance(start := (getattr(sample, "metadata", None) or {}).get("start_rollout_id"), int)
+    ]
+    return min(starts) if starts else None
+
+
+@attrs.define
+class _Launch:
+    order: int
+    tokens: int  # response tokens the group held when it was launched (a resumed group's earlier ones)
+    started: int | None  # the rollout it started in, when it resumes from slime's buffer
+
+
+@attrs.define
+class _Finished:
+    order: int
+    group: Any
+    started: int | None
+
+
+@attrs.define
+class _Rollout:
+    """One rollout's groups: in flight, finished, kept and rejected."""
+
+    args: Any
+    stream: _Stream
+    state: Any  # slime's GenerateState
+    target: int
+    group_size: int
+    launches: dict[Any, _Launch] = attrs.Factory(dict)
+    kept: list[_Finished] = attrs.Factory(list)
+    rejected: list[_Finished] = attrs.Factory(list)  # gate rejections: usable rewards, no signal
+    finished: list[_Finished] = attrs.Factory(list)
+    carried_in: int = 0
+    surplus: int = 0
+
+    def launch(self, groups: list[Any]) -> None:
+        # One group at a time, so that each of slime's tasks is known with its group.
+        for group in groups:
+            before = set(self.state.pendings)
+            self.state.submit_generate_tasks([group])
+            for task in set(self.state.pendings) - before:
+                self.launches[task] = _Launch(len(self.launches), _response_tokens(group), _started_in(group))
+
+    def finish(self, task: Any, gatherer: Any) -> None:
+        """Judge a finished group and count it in the session, with the tokens it produced in this rollout."""
+        launch = self.launches[task]
+        group = task.result()
+        session, admission = self.stream.session, self.stream.admission
+        decision = read_group(self.args, group, admission.reject_statuses).evaluate(session.policy)
+        verdict = session.record(
+            decision,
+            samples=max(1, len(group)),
+            generated_tokens=max(0, _response_tokens(group) - launch.tokens),
+        )
+        done = _Finished(launch.order, group, launch.started)
+        self.finished.append(done)
+        if verdict.keep and len(self.kept) < self.target:
+            self.kept.append(done)
+        elif verdict.keep:
+            self.surplus += 1  # finished with the one that met the target: slime discards these too
+        else:
+            gatherer.on_dynamic_filter_drop(reason=drop_reason(decision))
+            if decision.reason is not RejectionReason.EXTERNAL:
+                self.rejected.append(done)
+
+    def plan(self) -> StreamPlan:
+        settings = self.stream.streaming
+        return self.stream.session.stream_plan(
+            len(self.state.pendings),
+            num_generations=self.group_size,
+            confidence=settings.confidence,
+            race=settings.race,
+            top_up_below=settings.top_up_below,
+        )
+
+
+async def _launch_and_judge(rollout: _Rollout, data_source: Any, gatherer: Any) -> StreamPlan:
+    """Launch what the plan asks for and judge what finishes, until the target is met or nothing can run."""
+    buffered = getattr(data_source, "get_buffer_length", None)
+    rollout.carried_in = int(buffered()) if callable(buffered) else 0
+    if rollout.carried_in:
+        # Groups slime's abort put back resume first, and count as in flight.
+        rollout.launch(data_source.get_samples(rollout.carried_in))
+    while True:
+        plan = rollout.plan()
+        if plan.launch:
+            rollout.launch(data_source.get_samples(plan.launch))
+        if plan.abort or plan.exhausted or not plan.remaining_target_groups or not rollout.state.pendings:
+            return plan
+        done, rollout.state.pendings = await asyncio.wait(
+            rollout.state.pendings, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in sorted(done, key=lambda task: rollout.launches[task].order):
+            rollout.finish(task, gatherer)
+
+
+async def _rollout(
+    args: Any, rollout_id: int, data_source: Any, stream: _Stream, slime: _Slime
+) -> tuple[Any, list[Any]]:
+    state = slime.rollout.GenerateState(args)
+    target, size = (_count_arg(args, name) for name in ("rollout_batch_size", "n_samples_per_prompt"))
+    rollout = _Rollout(args, stream, state, target, size)
+    gatherer = slime.filters.MetricGatherer()
+    session = stream.session
+    session.begin_step(rollout.target)
+    carried: list[Any] = []
+    try:
+        plan = await _launch_and_judge(rollout, data_source, gatherer)
+        in_flight = len(state.pendings)
+        if in_flight:
+            # slime aborts every request at once; with --partial-rollout it hands back the groups.
+            carried = await slime.rollout.abort(args, rollout_id)
+    except BaseException:
+        if state.pendings and not state.aborted:
+            with contextlib.suppress(Exception):  # the error that stopped the rollout is the one to see
+                await slime.rollout.abort(args, rollout_id)
+        raise
+    finally:
+        state.reset()
+        report = session.end_step()
+    data = _fill(rollout, report, plan)
+    _post_hooks(args, slime, data, rollout, data_source)
+    metrics = rollout_metrics(
+        session=session,
+        report=report,
+        plan=plan,
+        kept=[item.group for item in rollout.kept],
+        resumed_ages=[rollout_id - item.started for item in rollout.kept if item.started is not None],
+        counts={
+            "carried_in_group_count": rollout.carried_in,
+            "carried_out_group_count": len(carried),
+            "aborted_group_count": in_flight,
+            "surplus_group_count": rollout.surplus,
+            "padded_group_count": len(data) - len(rollout.kept),
+        },
+    )
+    _log.info("group_admission_rollout", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
+    output = slime.base_types.RolloutFnTrainOutput(samples=data, metrics={**gatherer.collect(), **metrics})
+    return output, carried
+
+
+def _sort_key(item: _Finished) -> tuple[int, int]:
+    first = next(leaves(item.group), None)
+    index = getattr(first, "index", None)
+    return (index, item.order) if isinstance(index, int) else (item.order, item.order)
+
+
+def _fill(rollout: _Rollout, report: Any, plan: StreamPlan) -> list[Any]:
+    """The kept groups, filled to ``rollout_batch_size`` on exhaustion as the settings say."""
+    missing = rollout.target - len(rollout.kept)
+    chosen = rollout.kept
+    if missing:
+        settings = rollout.stream.streaming
+        if settings.on_exhausted == "raise" or len(rollout.rejected) < missing:
+            raise BudgetExhaustedError(_exhausted_message(rollout, report, plan))
+        padding = rollout.rejected[:missing]
+        for item in padding:
+            for sample in leaves(item.group):
+                sample.remove_sample = True  # slime zeroes their loss mask: no gradient
+        _log.warning(
+            "group_admission_streaming_short",
+            kept=len(rollout.kept),
+            target=rollout.target,
+            padded_without_gradient=missing,
+            generated_groups=report.generated_groups,
+            limited_by=list(plan.limited_by),
+        )
+        chosen = [*chosen, *padding]
+    return [item.group for item in sorted(chosen, key=_sort_key)]
+
+
+def _exhausted_message(rollout: _Rollout, report: Any, plan: StreamPlan) -> str:
+    counts = rollout.stream.session.step_stats.to_dict()["counts"]
+    reasons = ", ".join(f"{r.value} x{counts[r.value]}" for r in RejectionReason if counts[r.value]) or "none"
+    missing = rollout.target - len(rollout.kept)
+    why = (
+        f"on_exhausted is 'raise' in the '{STREAMING_SETTINGS_ATTR}' settings"
+        if rollout.stream.streaming.on_exhausted == "raise"
+        else f"only {len(rollout.rejected)} finished group(s) with usable rewards can fill the "
+        f"{missing} missing place(s) without gradient"
+    )
+    budget = rollout.stream.session.controller.config
+    return (
+        f"group admission (slime streaming): the rollout kept {len(rollout.kept)} of {rollout.target} "
+        f"groups after {report.generated_groups} finished groups (rejections: {reasons}; binding caps: "
+        f"{', '.join(plan.limited_by) or 'none'}), and {why}. Check that the data is not all too easy "
+        "or too hard for the model and that the reward works, or raise 'budget.max_extra_groups' "
+        f"(now {budget.max_extra_groups}) in the '{STREAMING_SETTINGS_ATTR}' settings."
+    )
+
+
+def _post_hooks(args: Any, slime: _Slime, data: list[Any], rollout: _Rollout, data_source: Any) -> None:
+    """Call slime's post-rollout hooks as its default loop calls them."""
+    path = getattr(args, "rollout_sample_filter_path", None)
+    if path is not None:
+        slime.misc.load_function(path)(args, data)
+    path = getattr(args, "rollout_all_samples_process_path", None)
+    if path is not None:
+        groups = [item.group for item in sorted(rollout.finished, key=_sort_key)]
+        slime.misc.load_function(path)(args, groups, data_source.get_samples)
+
+
+def streaming_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+    """
+    Roll out with streaming launches: slime's ``--rollout-function-path`` function.
+
+    Launches groups from ``data_source`` as :meth:`AdmissionSession.stream_plan` says
+    (groups slime's abort put back into the buffer first), judges each finished group as
+    :func:`admission_filter` does, aborts the rest through slime's ``abort`` once the
+    target is met (with ``--partial-rollout`` they go back to the buffer), and returns
+    slime's ``RolloutFnTrainOutput`` of exactly ``rollout_batch_size`` groups with the
+    adapter's metrics. Evaluation runs slime's own ``generate_rollout``.
+
+    Settings: the ``group_admission`` mapping (:class:`SlimeAdmissionSettings`) and the
+    ``group_admission_streaming`` mapping (:class:`SlimeStreamingSettings`) on ``args``.
+
+    Raises:
+        BudgetExhaustedError: the caps stopped the launches short of the target, and
+            ``on_exhausted`` is ``"raise"`` or no finished rejected group is left to fill
+            the missing places.
+        ConsecutiveFailedGroupsError: too many external rejections in a row.
+        TypeError, ValueError: bad settings, or ``--dynamic-sampling-filter-path`` is set.
+        ImportError: slime is not importable.
+
+    .. versionadded:: 0.2.0
+    """
+    slime = _Slime.load()
+    if evaluation:
+        return slime.rollout.generate_rollout(args, rollout_id, data_source, evaluation=True)
+    _check_args(args)
+    stream = _stream(args)
+    output, carried = slime.run(_rollout(args, rollout_id, data_source, stream, slime))
+    if carried:
+        data_source.add_samples(carried)
+    return output

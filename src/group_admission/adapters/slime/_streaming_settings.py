@@ -1,0 +1,87 @@
+"""The streaming rollout function's settings: the ``group_admission_streaming`` mapping on slime's args."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ..._budget import SamplingBudgetConfig
+from ..._loading import coerce_config
+from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
+from .._adapter_runtime import settings_from
+
+__all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSettings"]
+
+#: The ``args`` attribute that ``--custom-config-path`` sets from the YAML's top-level key.
+STREAMING_SETTINGS_ATTR = "group_admission_streaming"
+
+ExhaustionAction = Literal["train", "raise"]
+
+
+def _as_budget(value: Any) -> SamplingBudgetConfig | None:
+    return None if value is None else coerce_config(SamplingBudgetConfig, value, name="budget")
+
+
+def _check_probability(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0.0 < value < 1.0:
+        msg = f"'{attribute.name}' must be in (0, 1) (got {describe(value)})"
+        raise ValueError(msg)
+
+
+def _probability(default: float) -> Any:
+    return attrs.field(
+        default=default, converter=as_float, validator=(check_real, check_finite, _check_probability)
+    )
+
+
+@attrs.frozen(kw_only=True)
+class SlimeStreamingSettings:
+    """
+    The settings of :func:`streaming_rollout`: the caps, the plan's knobs, and what exhaustion does.
+
+    The policy, the failure streak and the statuses that make a group external come from
+    the ``group_admission`` mapping (:class:`SlimeAdmissionSettings`), as for the filter.
+
+    Args:
+        budget: :class:`SamplingBudgetConfig` fields, the hard caps of one rollout
+            (``max_extra_groups``, ``max_total_samples``, ``max_total_tokens``; groups
+            resumed from slime's buffer count against them). ``None``: at most
+            ``2 x rollout_batch_size`` extra groups.
+        confidence: The probability that the groups in flight meet the target
+            (:meth:`AdmissionSession.stream_plan`); higher is faster and launches more.
+        race: Admitted groups raced for each open place (at least 1).
+        top_up_below: Launch more only once the probability of meeting the target with
+            the groups in flight has fallen below this.
+        on_exhausted: When the caps stop the launches before the target is met:
+            ``"train"`` fills the missing places with finished rejected groups whose
+            samples are all marked ``remove_sample`` (no gradient) and logs it;
+            ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`.
+
+    .. versionadded:: 0.2.0
+    """
+
+    budget: SamplingBudgetConfig | None = attrs.field(default=None, converter=_as_budget)
+    confidence: float = _probability(0.99)
+    race: float = attrs.field(
+        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
+    )
+    top_up_below: float = _probability(0.5)
+    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+
+    def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
+        """The caps of one rollout of ``rollout_batch_size`` groups."""
+        return self.budget or SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> SlimeStreamingSettings:
+        """
+        Build the settings from the ``group_admission_streaming`` mapping (``None``: all defaults).
+
+        Raises:
+            TypeError: the value is not a mapping, or a setting has the wrong type.
+            ValueError: a key is unknown or a value is out of range.
+        """
+        source = f"'{STREAMING_SETTINGS_ATTR}' (set on slime's args by --custom-config-path)"
+        return settings_from(cls, mapping, source, where=f"'{STREAMING_SETTINGS_ATTR}' settings")

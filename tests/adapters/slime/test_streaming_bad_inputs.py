@@ -1,0 +1,93 @@
+"""Bad settings and arguments of ``streaming_rollout``: each raises a named error on the first call."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from adapters.slime.stream_hosts import Host, make_args
+from group_admission.adapters import slime as slime_adapter
+from group_admission.adapters.slime import SlimeStreamingSettings
+
+SETTINGS: list[tuple[str, Any, type[Exception], str]] = [
+    ("not a mapping", [1], TypeError, "'group_admission_streaming' .* must be a mapping"),
+    ("an unknown key", {"confidance": 0.9}, ValueError, "unknown key.*'confidance'"),
+    ("confidence 1", {"confidence": 1.0}, ValueError, r"'confidence' must be in \(0, 1\) \(got 1.0\)"),
+    ("confidence 0", {"confidence": 0}, ValueError, r"'confidence' must be in \(0, 1\)"),
+    ("confidence as text", {"confidence": "high"}, TypeError, "'confidence'"),
+    ("a race below 1", {"race": 0.5}, ValueError, "'race' must be >= 1"),
+    ("an infinite race", {"race": float("inf")}, ValueError, "'race'"),
+    ("top_up_below 1", {"top_up_below": 1.0}, ValueError, r"'top_up_below' must be in \(0, 1\)"),
+    (
+        "an unknown exhaustion action",
+        {"on_exhausted": "skip"},
+        ValueError,
+        "'on_exhausted' must be one of 'train', 'raise'",
+    ),
+    ("a budget that is a list", {"budget": [1]}, TypeError, "'budget' must be a SamplingBudgetConfig"),
+    (
+        "a negative budget",
+        {"budget": {"max_extra_groups": -1}},
+        ValueError,
+        "'max_extra_groups' must be >= 0",
+    ),
+    ("an unknown budget key", {"budget": {"max_rounds": 1}}, ValueError, "unknown key.*'max_rounds'"),
+]
+
+
+@pytest.mark.parametrize(("raw", "error", "match"), [c[1:] for c in SETTINGS], ids=[c[0] for c in SETTINGS])
+def test_bad_settings_are_refused_naming_the_field(raw: Any, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        SlimeStreamingSettings.from_mapping(raw)
+
+
+ARGS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("no rollout_batch_size", {"rollout_batch_size": None}, TypeError, "'args.rollout_batch_size'"),
+    (
+        "a zero rollout_batch_size",
+        {"rollout_batch_size": 0},
+        ValueError,
+        "'args.rollout_batch_size' must be >= 1",
+    ),
+    (
+        "a dynamic filter",
+        {"dynamic_sampling_filter_path": "x.y"},
+        ValueError,
+        "'--dynamic-sampling-filter-path' must be unset",
+    ),
+    ("bad streaming settings", {"group_admission_streaming": {"race": 0}}, ValueError, "'race' must be >= 1"),
+    ("bad admission settings", {"group_admission": {"bogus": 1}}, ValueError, "unknown key.*'bogus'"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "error", "match"), [c[1:] for c in ARGS], ids=[c[0] for c in ARGS])
+def test_bad_arguments_fail_the_first_rollout_naming_them(
+    slime_host: Host, overrides: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    args = make_args(**overrides)
+
+    with pytest.raises(error, match=match):
+        slime_adapter.streaming_rollout(args, 0, data_source=None)
+
+
+@pytest.mark.parametrize("args", [None, "args", 3], ids=["None", "text", "a number"])
+def test_args_that_are_not_slimes_arguments_are_refused(slime_host: Host, args: Any) -> None:
+    with pytest.raises(TypeError, match="'args' must be slime's parsed arguments"):
+        slime_adapter.streaming_rollout(args, 0, data_source=None)
+
+
+def test_without_slime_the_rollout_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ["slime", *(name for name in sys.modules if name.startswith("slime."))]:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it raises ImportError
+
+    with pytest.raises(
+        ImportError, match=r"slime is not importable .*pip install git\+https://github.com/THUDM/slime"
+    ):
+        slime_adapter.streaming_rollout(make_args(), 0, data_source=None)
+
+
+def test_the_tables_cover_the_settings() -> None:
+    fields = {name for _, raw, _, _ in SETTINGS if isinstance(raw, dict) for name in raw}
+    assert {"confidence", "race", "top_up_below", "on_exhausted", "budget"} <= fields
