@@ -377,6 +377,12 @@ BAD_COMMANDS = [
         "'simulation.tasks' must be a mapping (got 3)",
     ),
     (["simulate", "--steps", "0"], None, "'steps' must be >= 1 (got 0)"),
+    # The default name formatted the value first: the message was about a format code.
+    (
+        ["simulate", "--steps", "1"],
+        "strategies: [{kind: streaming, confidence: '0.9'}]\n",
+        "'confidence' must be a real number (got '0.9')",
+    ),
     (["simulate", "--mode", "greedy"], None, "argument --mode: invalid choice: 'greedy'"),
     (["simulate", "--max-tokens", "1.5"], None, "argument --max-tokens: invalid int value: '1.5'"),
     (["simulate", "--config", "."], None, "cannot access '.': Is a directory"),

@@ -126,6 +126,9 @@ BAD_POOL_RUNS = [
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
     ([], "strategies: history\n", "'strategies' must be a list"),
     ([], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
+    # A traceback: the strategy's name was built from the history before it was checked.
+    ([], "strategies: [{kind: history, history: 5}]\n", "'history' must be a mapping of PromptHistoryConfig"),
+    ([], "strategies: [{kind: greso, history: [1]}]\n", "'history' must be a mapping of PromptHistoryConfig"),
 ]
 
 

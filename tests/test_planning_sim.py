@@ -229,6 +229,37 @@ class TestSimulatePool:
         assert straight.results[0].per_step == restored.results[0].per_step
         assert straight.results[0] == restored.results[0]
 
+    @pytest.mark.parametrize(
+        ("spec", "error", "message"),
+        [
+            # The default name read the history before it was checked (AttributeError).
+            (
+                {"kind": "history", "history": 5},
+                TypeError,
+                "'history' must be a mapping of PromptHistoryConfig",
+            ),
+            ({"kind": "history", "history": ["greso"]}, TypeError, "(got ['greso'] of type list)"),
+            # skip_below is an informative probability; 2 skipped every prompt, for ever.
+            (
+                {"kind": "oracle_skip", "skip_below": 2},
+                ValueError,
+                "'skip_below' must be in [0, 1] (got 2.0)",
+            ),
+            (
+                {"kind": "oracle_skip", "skip_below": -0.5},
+                ValueError,
+                "'skip_below' must be in [0, 1] (got -0.5)",
+            ),
+            ({"kind": "oracle_skip", "skip_below": "0.1"}, TypeError, "'skip_below' must be a real number"),
+        ],
+    )
+    def test_bad_strategy_fields_name_the_field(
+        self, spec: dict[str, Any], error: type[Exception], message: str
+    ) -> None:
+        with pytest.raises(error) as info:
+            simulate_pool(attrs.evolve(POOL, steps=1), strategies=[spec])
+        assert message in str(info.value)
+
     def test_strategies_build_from_kinds_and_reject_bad_specs(self) -> None:
         config = attrs.evolve(POOL, steps=2)
         built = simulate_pool(config, strategies=["controller", {"kind": "oracle_skip", "skip_below": 0.2}])

@@ -290,6 +290,34 @@ BAD_SIMULATIONS = [
         "'keep_when_insufficient' must be true or false",
     ),
     ({"strategies": [{"kind": "oracle", "name": ""}]}, TypeError, "'name' must be a non-empty string"),
+    # The default names were formatted from the fields before these were checked (a wrong
+    # type raised ValueError from the format, a huge int OverflowError).
+    (
+        {"strategies": [{"kind": "streaming", "confidence": "0.9"}]},
+        TypeError,
+        "'confidence' must be a real number (got '0.9')",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "race": "2"}]},
+        TypeError,
+        "'race' must be a real number (got '2')",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "confidence": 10**400}]},
+        ValueError,
+        "'confidence' must be finite",
+    ),
+    (
+        {"strategies": [{"kind": "ragen", "top_p": "0.5"}]},
+        TypeError,
+        "'top_p' must be a real number (got '0.5')",
+    ),
+    ({"strategies": [{"kind": "ragen", "top_p": 10**400}]}, ValueError, "'top_p' must be finite"),
+    (
+        {"strategies": [{"kind": "controller", "budget": 3, "mode": "greedy"}]},
+        TypeError,
+        "'budget' must be a SamplingBudgetConfig or a mapping (got 3)",
+    ),
     ({"strategies": [7]}, TypeError, "a strategy must be a kind name or a mapping with a 'kind' (got 7)"),
 ]
 

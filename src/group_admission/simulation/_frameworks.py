@@ -22,7 +22,7 @@ from .._validation import as_int, check_ge, check_int, check_optional
 from ._flights import Flight, InFlight
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_bool, check_name, strategy_dict
+from ._strategies import check_bool, check_name, strategy_dict, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
@@ -69,6 +69,7 @@ class SlimeWaves:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "over_sampling_batch_size", "keep_when_insufficient", "partial_rollout")
         mode = "fallback" if self.keep_when_insufficient else "strict"
         size = "" if self.over_sampling_batch_size is None else f",{self.over_sampling_batch_size}"
         partial = ",partial" if self.partial_rollout else ""
@@ -189,6 +190,7 @@ class DapoDynamicSampling:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "gen_batch_size", "max_num_gen_batches")
         size = "" if self.gen_batch_size is None else f"gen={self.gen_batch_size},"
         return f"dapo({size}max={self.max_num_gen_batches})"
 

@@ -17,12 +17,19 @@ from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_real, describe
+from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
 from ._flights import InFlight
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
-from ._strategies import check_bool, check_name, check_optional_budget, strategy_dict, to_budget
+from ._strategies import (
+    check_bool,
+    check_name,
+    check_optional_budget,
+    strategy_dict,
+    to_budget,
+    validate_fields,
+)
 from ._stream import StepContext
 
 __all__ = [
@@ -83,6 +90,7 @@ class StreamingLaunches:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "confidence", "race", "partial_rollout")
         race = f",race {self.race:g}" if self.race != 1.0 else ""
         partial = ",partial" if self.partial_rollout else ""
         return f"streaming({self.confidence:g}{race}{partial})"
@@ -274,6 +282,7 @@ class HistorySkipping:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "history")
         return "greso" if self.history.get("mode") == "greso" else "history"
 
     def check(self, config: PromptPoolConfig) -> None:
@@ -332,7 +341,7 @@ class OracleSkipping:
     (:func:`prompts_needed` with the budget's confidence), under the budget's caps.
 
     Args:
-        skip_below: The threshold.
+        skip_below: The threshold, an informative probability in ``[0, 1]``.
         budget: The step caps (default as :class:`PoolController`).
         name: The label in results.
 
@@ -340,7 +349,9 @@ class OracleSkipping:
     """
 
     kind: ClassVar[str] = "oracle_skip"
-    skip_below: float = attrs.field(default=0.1, converter=as_float, validator=(check_real, check_finite))
+    skip_below: float = attrs.field(
+        default=0.1, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
+    )
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=to_budget, validator=check_optional_budget
     )

@@ -35,6 +35,7 @@ __all__ = [
     "ragen_top_p",
     "strategy_dict",
     "to_budget",
+    "validate_fields",
 ]
 
 
@@ -82,6 +83,19 @@ def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) ->
     if not isinstance(value, bool):
         msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
         raise TypeError(msg)
+
+
+def validate_fields(strategy: Any, *names: str) -> None:
+    """
+    Run the validators of the fields ``names`` of ``strategy`` now.
+
+    attrs computes a default before it runs any validator, so a default ``name`` built
+    from other fields calls this first: a bad field is then reported as such, not as a
+    failure to format it.
+    """
+    for field in attrs.fields(type(strategy)):
+        if field.name in names and field.validator is not None:
+            field.validator(strategy, field, getattr(strategy, field.name))
 
 
 def to_budget(value: Any) -> Any:
@@ -174,6 +188,7 @@ class RagenTopP:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "top_p")
         return f"ragen(top_p={self.top_p:g})"
 
     def check(self, config: SimulationConfig) -> None:
@@ -242,8 +257,8 @@ class ControllerResampling:
 
     @name.default
     def _default_name(self) -> str:
-        # Defaults are computed before validators run: a bad budget is reported by its validator.
-        planned = self.budget.mode if isinstance(self.budget, SamplingBudgetConfig) else "expected"
+        validate_fields(self, "budget", "mode", "carry_rate")
+        planned = self.budget.mode if self.budget is not None else "expected"
         return f"controller({self.mode or planned}{',carry' if self.carry_rate else ''})"
 
     def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
