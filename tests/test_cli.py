@@ -366,6 +366,18 @@ BAD_COMMANDS = [
     ([*SIM, "--mean-tokens", "1e30"], None, "'mean_tokens' must be <= 10000000 tokens"),
     ([*SIM, "--mean-tokens", "1e-30"], None, "'mean_tokens' must be >= 1 (got 1e-30)"),
     ([*SIM, "--mean-tokens", "nan"], None, "'mean_tokens' must be finite (got nan)"),
+    # No upper bounds: a huge group printed a traceback, a huge target or run hung.
+    ([*SIM, "--group-size", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    ([*SIM, "--target-groups", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000"),
+    ([*SIM, "--steps", str(10**30)], None, "'steps' must be <= 100000 steps, the most a simulation runs"),
+    ([*SIM, "--safety-max-rounds", str(10**30)], None, "'safety_max_rounds' must be <= 10000 rounds"),
+    ([*SIM, "--max-extra-groups", str(10**30)], None, "lower 'max_extra_groups' or set 'max_total_samples'"),
+    # Exit 0 with nonsense figures: dividing by the grid step overflowed every shaping term.
+    (
+        [*SIM, "--tasks", "composite", "--shaping-resolution", "1e-320"],
+        None,
+        "'shaping_resolution' must be in",
+    ),
     # A strategy's budget that is not a mapping crashed while naming the strategy.
     (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
     (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: [1]}]\n", "'budget' must be a"),

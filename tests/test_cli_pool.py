@@ -122,6 +122,14 @@ BAD_POOL_RUNS = [
     (["--history-mode", "greedy"], None, "argument --history-mode: invalid choice: 'greedy'"),
     (["--size", "0"], None, "'size' must be >= 1 (got 0)"),
     (["--mean-tokens", "1e30"], None, "'mean_tokens' must be <= 10000000 tokens"),
+    # No upper bounds: a huge target hung, a huge pool or group printed a traceback.
+    (["--target-groups", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    (["--size", str(10**30)], None, "'size' x 'group_size' must be <= 10000000 samples"),
+    (["--group-size", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    (["--steps", str(10**30)], None, "'steps' must be <= 100000 steps"),
+    (["--safety-max-rounds", str(10**30)], None, "'safety_max_rounds' must be <= 10000 rounds"),
+    (["--max-extra-groups", str(10**30)], None, "the budget of strategy 'controller' lets a simulated step"),
+    ([], "strategies: [{kind: oracle_skip, skip_below: 2}]\n", "'skip_below' must be in [0, 1] (got 2.0)"),
     ([], "simulation: {steps: 1}\n", "unknown section(s) ['simulation']"),
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
     ([], "strategies: history\n", "'strategies' must be a list"),
@@ -145,6 +153,15 @@ def test_bad_settings_exit_2_with_one_line(
     assert message in done.stderr
     assert 1 == len(done.stderr.strip().splitlines())
     assert done.stderr.startswith("group-admission simulate-pool: error: ")
+
+
+def test_an_all_dead_pool_runs_to_the_end() -> None:
+    """Plain simulate-pool on a pool no prompt of which is informative hung in oracle_skip."""
+    done = command(*TINY, "--logit-mean", "-30", "--logit-std", "0")
+
+    assert (0, "") == (done.returncode, done.stderr)
+    oracle = next(line.split() for line in done.stdout.splitlines() if line.startswith("oracle_skip"))
+    assert ["oracle_skip", "0.000", "-", "0", "0"] == oracle[:5]
 
 
 def test_a_bug_while_simulating_shows_its_traceback() -> None:

@@ -132,6 +132,13 @@ class TestPromptPool:
             ({"logit_std": "wide"}, TypeError, "'logit_std' must be a real number"),
             ({"lengths": 3}, TypeError, "'lengths' must be a ResponseLengthModel"),
             ({"epochs": 3}, ValueError, "unknown key"),
+            # No upper bound: a huge target hung, a huge pool or group crashed in numpy.
+            ({"target_groups": 10**30}, ValueError, r"'target_groups' x 'group_size' must be <= 1000000"),
+            ({"group_size": 10**30}, ValueError, r"'target_groups' x 'group_size' must be <= 1000000"),
+            ({"size": 10**30}, ValueError, r"'size' x 'group_size' must be <= 10000000 samples"),
+            ({"size": 2_000_000, "group_size": 8}, ValueError, r"'size' x 'group_size' must be <= 10000000"),
+            ({"steps": 10**30}, ValueError, "'steps' must be <= 100000 steps"),
+            ({"safety_max_rounds": 10**30}, ValueError, "'safety_max_rounds' must be <= 10000 rounds"),
         ],
     )
     def test_bad_fields_name_the_field(
@@ -251,6 +258,22 @@ class TestSimulatePool:
                 "'skip_below' must be in [0, 1] (got -0.5)",
             ),
             ({"kind": "oracle_skip", "skip_below": "0.1"}, TypeError, "'skip_below' must be a real number"),
+            # A budget no step could draw: it hung generating the rounds it allows.
+            (
+                {"kind": "controller", "budget": {"max_extra_groups": 10**30}},
+                ValueError,
+                "the budget of strategy",
+            ),
+            (
+                {"kind": "history", "budget": {"max_extra_groups": 10**7}},
+                ValueError,
+                "generate 80000064 samples",
+            ),
+            (
+                {"kind": "oracle_skip", "budget": {"max_extra_groups": 10**30}},
+                ValueError,
+                "set 'max_total_samples'",
+            ),
         ],
     )
     def test_bad_strategy_fields_name_the_field(
@@ -259,6 +282,41 @@ class TestSimulatePool:
         with pytest.raises(error) as info:
             simulate_pool(attrs.evolve(POOL, steps=1), strategies=[spec])
         assert message in str(info.value)
+
+    def test_an_all_dead_pool_ends_every_strategy(self) -> None:
+        """The oracle looked for a prompt above skip_below for ever; one pass a round now."""
+        dead = attrs.evolve(POOL, steps=2, logit_mean=-30.0, logit_std=0.0)
+        result = simulate_pool(dead, policy=POLICY)
+
+        oracle = result.result("oracle_skip")
+        assert (0, 0) == (oracle.generated_groups, oracle.trained_groups)
+        assert 2 * dead.size == oracle.skipped_prompts
+        assert all(r.final_informative_rate == 0.0 for r in result.results)
+
+    def test_a_budget_allowing_endless_rounds_stops_at_the_safety_limit(self) -> None:
+        """Every pool strategy runs at most safety_max_rounds rounds a step, and counts the hit."""
+        dead = attrs.evolve(POOL, steps=2, logit_mean=-30.0, logit_std=0.0, safety_max_rounds=4)
+        budget = {"max_extra_groups": 10**4, "max_extra_groups_per_round": 8, "max_resample_rounds": 10**6}
+        kinds = ("controller", "history", "oracle_skip")
+        strategies = [{"kind": kind, "budget": budget, "skip_below": 0.0} for kind in kinds[2:]]
+        result = simulate_pool(
+            dead,
+            policy=POLICY,
+            strategies=[{"kind": kind, "budget": budget} for kind in kinds[:2]] + strategies,
+        )
+
+        for strategy in result.results:
+            assert strategy.rounds_per_step == 4, strategy.name
+            assert strategy.safety_limit_hits == 2, strategy.name
+
+    def test_the_pool_keeps_a_few_epoch_orders_and_recomputes_the_rest(self) -> None:
+        pool = PromptPool(POOL)
+        first = pool.order(0).copy()
+        for epoch in range(1, 100):
+            pool.order(epoch)
+
+        assert len(pool._orders) <= 16
+        assert np.array_equal(first, pool.order(0))
 
     def test_strategies_build_from_kinds_and_reject_bad_specs(self) -> None:
         config = attrs.evolve(POOL, steps=2)

@@ -313,6 +313,37 @@ BAD_SIMULATIONS = [
         "'top_p' must be a real number (got '0.5')",
     ),
     ({"strategies": [{"kind": "ragen", "top_p": 10**400}]}, ValueError, "'top_p' must be finite"),
+    # Rounds or budgets no step could draw: they hung, or crashed in numpy.
+    (
+        {"strategies": [{"kind": "slime", "over_sampling_batch_size": 10**30}]},
+        ValueError,
+        "'over_sampling_batch_size' x 'group_size' must be <= 10000000 samples",
+    ),
+    (
+        {"strategies": [{"kind": "dapo", "gen_batch_size": 10**30}]},
+        ValueError,
+        "'gen_batch_size' x 'group_size' must be <= 10000000 samples",
+    ),
+    (
+        {"strategies": [{"kind": "controller", "budget": {"max_extra_groups": 10**30}}]},
+        ValueError,
+        "the budget of strategy 'controller(expected)' lets a simulated step generate",
+    ),
+    (
+        {"budget": {"max_extra_groups": 10**30}},
+        ValueError,
+        "lower 'max_extra_groups' or set 'max_total_samples'",
+    ),
+    (
+        {"strategies": [{"kind": "per_task_retry", "budget": {"max_extra_groups": 10**6}}]},
+        ValueError,
+        "the budget of strategy 'per_task_retry' lets a simulated step generate 128000128 samples",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "budget": {"max_extra_groups": 10**30}}]},
+        ValueError,
+        "the budget of strategy 'streaming(0.99)'",
+    ),
     (
         {"strategies": [{"kind": "controller", "budget": 3, "mode": "greedy"}]},
         TypeError,

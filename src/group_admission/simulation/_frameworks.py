@@ -20,12 +20,15 @@ from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
 from .._validation import as_int, check_ge, check_int, check_optional
 from ._flights import Flight, InFlight
+from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
 from ._strategies import check_bool, check_name, strategy_dict, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
+
+_ROUND = "the most one simulated round draws"
 
 
 @attrs.frozen(kw_only=True)
@@ -76,7 +79,7 @@ class SlimeWaves:
         return f"slime({mode}{size}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``."""
+        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``; a wave fits a round."""
         size = self.over_sampling_batch_size
         if size is not None and size < config.target_groups:
             msg = (
@@ -84,6 +87,9 @@ class SlimeWaves:
                 f"as slime asserts (got {size})"
             )
             raise ValueError(msg)
+        if size is not None:
+            fields = ("over_sampling_batch_size", "group_size")
+            check_samples(fields, (size, config.group_size), MAX_STEP_SAMPLES, _ROUND)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Submit waves and filter finished groups until ``target`` groups are kept."""
@@ -195,7 +201,10 @@ class DapoDynamicSampling:
         return f"dapo({size}max={self.max_num_gen_batches})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
+        """A generation batch fits a round."""
+        if self.gen_batch_size is not None:
+            fields = ("gen_batch_size", "group_size")
+            check_samples(fields, (self.gen_batch_size, config.group_size), MAX_STEP_SAMPLES, _ROUND)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Draw generation batches until the target is kept, the limit raises, or the safety limit."""

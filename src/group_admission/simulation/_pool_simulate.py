@@ -52,6 +52,7 @@ class PoolStrategyResult:
         wrongly_skipped_share: ``wrongly_skipped / skipped_prompts`` (``None`` without skips).
         time_per_step: Mean generation time per step (rounds back to back).
         rounds_per_step: Mean rounds per step.
+        safety_limit_hits: Steps that ran ``safety_max_rounds`` rounds short of their target.
         epochs: Epochs of the pool begun.
         by_difficulty: Per difficulty bin (:data:`DIFFICULTY_BINS`): groups generated,
             prompts skipped, wrongly skipped, groups trained on.
@@ -75,6 +76,7 @@ class PoolStrategyResult:
     wrongly_skipped_share: float | None
     time_per_step: float
     rounds_per_step: float
+    safety_limit_hits: int
     epochs: int
     by_difficulty: Mapping[str, Mapping[str, int]]
     per_step: tuple[Mapping[str, Any], ...] = attrs.field(default=(), repr=False, eq=False)
@@ -115,6 +117,7 @@ def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: in
         wrongly_skipped_share=totals["wrongly_skipped"] / totals["skipped"] if totals["skipped"] else None,
         time_per_step=sum(float(t["time"]) for t in tallies) / len(tallies),
         rounds_per_step=totals["rounds"] / len(tallies),
+        safety_limit_hits=sum(bool(t["safety_limit"]) for t in tallies),
         epochs=epochs,
         by_difficulty=by_difficulty,
         per_step=per_step,
@@ -233,7 +236,12 @@ def simulate_pool(
         for strategy in chosen:
             context = PoolContext(pool, judge, step, cursors[strategy.name])
             strategy.run_step(context)
-            tallies[strategy.name].append({**context.tally, "target": context.target_groups})
+            tally = {
+                **context.tally,
+                "target": context.target_groups,
+                "safety_limit": context.safety_limit_hit,
+            }
+            tallies[strategy.name].append(tally)
     return PoolResult(
         config=config,
         policy=judge.config,
