@@ -130,6 +130,9 @@ BAD_POOL_RUNS = [
     (["--safety-max-rounds", str(10**30)], None, "'safety_max_rounds' must be <= 10000 rounds"),
     (["--max-extra-groups", str(10**30)], None, "the budget of strategy 'controller' lets a simulated step"),
     ([], "strategies: [{kind: oracle_skip, skip_below: 2}]\n", "'skip_below' must be in [0, 1] (got 2.0)"),
+    # Tracebacks (exit 1) from the first step: the pool has neither texts nor components.
+    (["--max-mean-pairwise-similarity", "0.5"], None, "'max_mean_pairwise_similarity' must be None"),
+    (["--gate-on", "outcome"], None, "'gate_on' must be None for simulate_pool"),
     ([], "simulation: {steps: 1}\n", "unknown section(s) ['simulation']"),
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
     ([], "strategies: history\n", "'strategies' must be a list"),

@@ -283,6 +283,27 @@ class TestSimulatePool:
             simulate_pool(attrs.evolve(POOL, steps=1), strategies=[spec])
         assert message in str(info.value)
 
+    @pytest.mark.parametrize(
+        ("policy", "message"),
+        [
+            # Both crashed in the first step, after the run had started.
+            (
+                {"max_mean_pairwise_similarity": 0.5},
+                "'max_mean_pairwise_similarity' must be None for a simulation",
+            ),
+            (
+                {"gate_on": ["outcome"]},
+                "'gate_on' must be None for simulate_pool: the pool's rewards have no",
+            ),
+        ],
+    )
+    def test_a_policy_the_pool_cannot_judge_is_refused_before_running(
+        self, policy: dict[str, Any], message: str
+    ) -> None:
+        with pytest.raises(ValueError) as info:
+            simulate_pool(attrs.evolve(POOL, steps=1), policy=policy)
+        assert message in str(info.value)
+
     def test_an_all_dead_pool_ends_every_strategy(self) -> None:
         """The oracle looked for a prompt above skip_below for ever; one pass a round now."""
         dead = attrs.evolve(POOL, steps=2, logit_mean=-30.0, logit_std=0.0)

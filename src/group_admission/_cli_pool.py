@@ -32,6 +32,7 @@ from ._validation import describe
 from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
 from .simulation._planning_strategies import PoolStrategy
 from .simulation._pool_simulate import POOL_STRATEGY_KINDS, as_pool_strategies
+from .simulation._simulate import check_simulated_policy
 
 __all__ = ["COMMAND", "POOL_SECTIONS", "add_pool_command", "run_pool_command"]
 
@@ -130,6 +131,8 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
         items = list(DEFAULT_KINDS) if items is None else items
         config = PromptPoolConfig.from_mapping(data["pool"])
         policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
+        if policy is not None:
+            check_simulated_policy(policy, None)
         budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
         strategies = as_pool_strategies([_spec(item, data["history"], budget) for item in items])
         for strategy in strategies:

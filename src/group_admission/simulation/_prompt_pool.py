@@ -165,7 +165,8 @@ class PromptPool:
 
     def rates(self, step: int) -> FloatArray:
         """Every prompt's true pass rate at ``step``."""
-        rates: FloatArray = 1.0 / (1.0 + np.exp(-(self._logits + self._gains * step)))
+        with np.errstate(over="ignore"):  # a logit beyond +-709: exp overflows, the rate is 0 or 1
+            rates: FloatArray = 1.0 / (1.0 + np.exp(-(self._logits + self._gains * step)))
         return rates
 
     def order(self, epoch: int) -> IntArray:
