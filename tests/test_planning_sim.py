@@ -330,6 +330,12 @@ class TestSimulatePool:
             assert strategy.rounds_per_step == 4, strategy.name
             assert strategy.safety_limit_hits == 2, strategy.name
 
+    def test_logits_beyond_the_exponent_range_give_rates_of_0_and_1(self) -> None:
+        """exp overflowed with a RuntimeWarning (an error under -W error); the rates were right."""
+        rates = PromptPool(attrs.evolve(POOL, logit_std=1e308)).rates(0)
+
+        assert set(np.unique(rates).tolist()) <= {0.0, 1.0}
+
     def test_the_pool_keeps_a_few_epoch_orders_and_recomputes_the_rest(self) -> None:
         pool = PromptPool(POOL)
         first = pool.order(0).copy()
