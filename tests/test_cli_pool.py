@@ -40,15 +40,40 @@ def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> 
     return json.loads(path.read_text())
 
 
-def test_a_tiny_run_prints_the_table_of_every_default_strategy() -> None:
-    done = command(*TINY)
+def test_a_tiny_run_prints_its_settings_and_the_table_of_every_default_strategy() -> None:
+    done = command(*TINY, "--half-life", "50")
 
     assert (0, "") == (done.returncode, done.stderr)
-    lines = done.stdout.splitlines()
+    settings, table = done.stdout.split("\n\n", 1)
+    assert settings.splitlines() == [
+        "pool: size=48 group_size=4 target_groups=4 steps=6 seed=0 logit_mean=-1 logit_std=4 "
+        "learnable_share=0.5 learning_rate=2 safety_max_rounds=100",
+        "  lengths: mean_tokens=512 cv=0.5 max_tokens=none",
+        "  policy: min_reward_std=1e-06",
+        "  budget: none given; a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9",
+        "  history: half_life=50",
+    ]
+    lines = table.splitlines()
     assert lines[0].split() == [
-        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "epochs"
+        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "safety", "hits",
+        "epochs",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[2:]] == ["controller", "greso", "history", "oracle_skip"]
+
+
+def test_help_shows_every_default() -> None:
+    done = command("simulate-pool", "--help")
+    text = " ".join(done.stdout.split())
+
+    assert 0 == done.returncode
+    for shown in (
+        "(default: 512)",
+        "(default: 300)",
+        "(default: 0,1)",
+        "'none' unsets it (default: none)",
+    ):
+        assert shown in text, shown
+    assert "without any policy setting, the zero-std filter min_reward_std=1e-06" in text
 
 
 def test_the_table_and_json_are_simulate_pools_own(

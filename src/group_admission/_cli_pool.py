@@ -18,10 +18,12 @@ import attrs
 
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
+    POLICY_TITLE,
     Section,
     add_settings_command,
     apply_flags,
     read_config,
+    run_settings,
     strategy_list,
     user_input,
     write_json,
@@ -52,7 +54,7 @@ _FLAG_SECTIONS = (
         "response lengths ('pool.lengths')",
         rename={"cv": "tokens-cv"},
     ),
-    Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
+    Section(("policy",), (GroupAdmissionConfig,), POLICY_TITLE),
     Section(
         ("budget",),
         (SamplingBudgetConfig,),
@@ -71,11 +73,13 @@ _FLAG_SECTIONS = (
 
 @attrs.frozen
 class PreparedPool:
-    """Every setting of ``simulate-pool``, checked."""
+    """Every setting of ``simulate-pool``, checked (``budget`` and ``history``: the sections)."""
 
     config: PromptPoolConfig
     policy: GroupAdmissionConfig | None
     strategies: tuple[PoolStrategy, ...]
+    budget: SamplingBudgetConfig | None
+    history: PromptHistoryConfig | None
 
 
 def add_pool_command(commands: Any) -> None:
@@ -137,13 +141,25 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
         strategies = as_pool_strategies([_spec(item, data["history"], budget) for item in items])
         for strategy in strategies:
             strategy.check(config)
-    return PreparedPool(config, policy, strategies)
+        # The section's own fields, for the settings line (group_size is the pool's).
+        history = (
+            PromptHistoryConfig(group_size=config.group_size, **data["history"]) if data["history"] else None
+        )
+    return PreparedPool(config, policy, strategies, budget, history)
 
 
 def run_pool_command(args: argparse.Namespace) -> int:
     """Run ``simulate-pool``: print the table, write the JSON if asked."""
     prepared = _prepare(args)
     result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
+    default_budget = (
+        "none given; a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
+    )
+    sections = {
+        "budget": (prepared.budget, default_budget),
+        "history": (prepared.history, "none given; every field at its default"),
+    }
+    print(run_settings(("pool", prepared.config.to_dict()), result.policy, sections))
     print(result.format_table())
     if args.json is not None:
         write_json(args.json, result.to_dict())

@@ -140,7 +140,10 @@ class PoolResult(NamedResults[PoolStrategyResult]):
 
     def format_table(self) -> str:
         """The main figures as an aligned plain-text table, one row per strategy."""
-        header = ("strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "epochs")
+        header = (
+            "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "safety hits",
+            "epochs",
+        )  # fmt: skip
         rows = [header]
         for r in self.results:
             share = "-" if r.wrongly_skipped_share is None else f"{r.wrongly_skipped_share:.3f}"
@@ -154,6 +157,7 @@ class PoolResult(NamedResults[PoolStrategyResult]):
                     str(r.generated_tokens),
                     str(r.skipped_prompts),
                     share,
+                    str(r.safety_limit_hits),
                     str(r.epochs),
                 )
             )

@@ -67,7 +67,7 @@ _TABLE = (
     ("exhausted", "budget_exhaustion_rate", "{:.3f}"),
     ("rounds", "rounds_per_step", "{:.2f}"),
     ("max rounds", "max_rounds_per_step", "{}"),
-    ("time", "time_per_step", "{:.0f}"),
+    ("time (decoding steps)", "time_per_step", "{:.0f}"),
     ("groups", "generated_groups", "{}"),
     ("surplus", "surplus_groups", "{}"),
     ("samples", "generated_samples", "{}"),
