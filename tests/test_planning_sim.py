@@ -265,9 +265,9 @@ class TestSimulatePool:
                 "the budget of strategy",
             ),
             (
-                {"kind": "history", "budget": {"max_extra_groups": 10**7}},
+                {"kind": "history", "budget": {"max_extra_groups": 10**8}},
                 ValueError,
-                "generate 80000064 samples",
+                "generate 800000064 samples",
             ),
             (
                 {"kind": "oracle_skip", "budget": {"max_extra_groups": 10**30}},

@@ -317,12 +317,12 @@ BAD_SIMULATIONS = [
     (
         {"strategies": [{"kind": "slime", "over_sampling_batch_size": 10**30}]},
         ValueError,
-        "'over_sampling_batch_size' x 'group_size' must be <= 10000000 samples",
+        "'over_sampling_batch_size' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
     ),
     (
         {"strategies": [{"kind": "dapo", "gen_batch_size": 10**30}]},
         ValueError,
-        "'gen_batch_size' x 'group_size' must be <= 10000000 samples",
+        "'gen_batch_size' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
     ),
     (
         {"strategies": [{"kind": "controller", "budget": {"max_extra_groups": 10**30}}]},

@@ -177,6 +177,13 @@ BAD_INPUTS = [
         ValueError,
         "samples, the most a simulated",
     ),
+    # What slime, ROLL or the oracle may refill on dead tasks before the safety limit.
+    (
+        SimulationConfig,
+        {"target_groups": 1000, "group_size": 1000, "safety_max_rounds": 101},
+        ValueError,
+        "'target_groups' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
+    ),
     (SimulationConfig, {"steps": 10**30}, ValueError, "'steps' must be <= 100000 steps"),
     (
         SimulationConfig,

@@ -28,7 +28,7 @@ from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
 
-_ROUND = "the most one simulated round draws"
+_STEP = "the most a simulated step draws before its safety limit ends it"
 
 
 @attrs.frozen(kw_only=True)
@@ -79,7 +79,7 @@ class SlimeWaves:
         return f"slime({mode}{size}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``; a wave fits a round."""
+        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``; its waves fit a step."""
         size = self.over_sampling_batch_size
         if size is not None and size < config.target_groups:
             msg = (
@@ -88,8 +88,8 @@ class SlimeWaves:
             )
             raise ValueError(msg)
         if size is not None:
-            fields = ("over_sampling_batch_size", "group_size")
-            check_samples(fields, (size, config.group_size), MAX_STEP_SAMPLES, _ROUND)
+            fields = {"over_sampling_batch_size": size, "group_size": config.group_size}
+            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Submit waves and filter finished groups until ``target`` groups are kept."""
@@ -201,10 +201,10 @@ class DapoDynamicSampling:
         return f"dapo({size}max={self.max_num_gen_batches})"
 
     def check(self, config: SimulationConfig) -> None:
-        """A generation batch fits a round."""
+        """The generation batches up to the safety limit fit a step."""
         if self.gen_batch_size is not None:
-            fields = ("gen_batch_size", "group_size")
-            check_samples(fields, (self.gen_batch_size, config.group_size), MAX_STEP_SAMPLES, _ROUND)
+            fields = {"gen_batch_size": self.gen_batch_size, "group_size": config.group_size}
+            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Draw generation batches until the target is kept, the limit raises, or the safety limit."""

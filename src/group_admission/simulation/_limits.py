@@ -1,14 +1,16 @@
 """
 The largest simulation the simulator accepts: every loop it runs is bounded by these.
 
-A step runs at most ``safety_max_rounds`` rounds (at most :data:`MAX_ROUNDS`), a round
-draws at most :data:`MAX_STEP_SAMPLES` samples, a run at most :data:`MAX_STEPS` steps.
-Settings beyond them are refused before anything is simulated, naming the field, so an
-absurd value (``--target-groups 10**30``) is one line of error, not a hang.
+A run has at most :data:`MAX_STEPS` steps; a step at most ``safety_max_rounds`` rounds
+(at most :data:`MAX_ROUNDS`) and at most :data:`MAX_STEP_SAMPLES` samples, counting every
+round it may run before its safety limit or its budget ends it. Settings beyond them are
+refused before anything is simulated, naming the fields, so an absurd value
+(``--target-groups 10**30``) is one line of error, not a hang or a crash out of memory.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -17,6 +19,7 @@ from .._budget import SamplingBudgetConfig
 from .._validation import describe
 
 __all__ = [
+    "MAX_POOL_SAMPLES",
     "MAX_RESPONSE_TOKENS",
     "MAX_ROUNDS",
     "MAX_STEPS",
@@ -35,9 +38,11 @@ MAX_STEPS = 100_000
 MAX_ROUNDS = 10_000
 #: The most samples a step's target holds (``target_groups x group_size``).
 MAX_TARGET_SAMPLES = 1_000_000
-#: The most samples one step may draw in one round, or under a strategy's budget, and
-#: that a prompt pool draws per step (a group of every prompt): ten times the largest target.
-MAX_STEP_SAMPLES = 10 * MAX_TARGET_SAMPLES
+#: The most samples a simulated step may draw: every round it may run (``safety_max_rounds``
+#: slime waves, DAPO batches, oracle or ROLL refills), or all its budget lets it generate.
+MAX_STEP_SAMPLES = 100_000_000
+#: The most samples a prompt pool draws per step (a group of every prompt, ``size x group_size``).
+MAX_POOL_SAMPLES = 10_000_000
 
 
 def check_at_most(bound: int, unit: str, why: str) -> Any:
@@ -51,14 +56,12 @@ def check_at_most(bound: int, unit: str, why: str) -> Any:
     return _check
 
 
-def check_samples(fields: tuple[str, str], values: tuple[int, int], bound: int, why: str) -> None:
-    """Require ``values[0] x values[1] <= bound``; the message names both fields."""
-    groups, size = values
-    if groups * size > bound:
-        msg = (
-            f"'{fields[0]}' x '{fields[1]}' must be <= {bound} samples, {why} "
-            f"(got {describe(groups)} x {describe(size)})"
-        )
+def check_samples(fields: dict[str, int], bound: int, why: str) -> None:
+    """Require the product of the ``fields`` values to be ``<= bound``; the message names them."""
+    if math.prod(fields.values()) > bound:
+        names = " x ".join(f"'{name}'" for name in fields)
+        got = " x ".join(describe(value) for value in fields.values())
+        msg = f"{names} must be <= {bound} samples, {why} (got {got})"
         raise ValueError(msg)
 
 

@@ -26,6 +26,7 @@ from .._validation import (
 from ._limits import (
     MAX_RESPONSE_TOKENS,
     MAX_ROUNDS,
+    MAX_STEP_SAMPLES,
     MAX_STEPS,
     MAX_TARGET_SAMPLES,
     check_at_most,
@@ -337,10 +338,13 @@ check_steps = check_at_most(MAX_STEPS, "steps", "the most a simulation runs")
 check_rounds = check_at_most(MAX_ROUNDS, "rounds", "the most one simulated step runs")
 
 
-def check_target(target_groups: int, group_size: int) -> None:
-    """Require a step's target to hold at most :data:`MAX_TARGET_SAMPLES` samples."""
-    why = "the most a simulated step's target holds"
-    check_samples(("target_groups", "group_size"), (target_groups, group_size), MAX_TARGET_SAMPLES, why)
+def check_target(target_groups: int, group_size: int, safety_max_rounds: int) -> None:
+    """Require a step's target and its rounds up to the safety limit to fit the bounds."""
+    target = {"target_groups": target_groups, "group_size": group_size}
+    check_samples(target, MAX_TARGET_SAMPLES, "the most a simulated step's target holds")
+    # slime, ROLL and the oracle refill about the target each round until the safety limit.
+    why = "the most a simulated step draws before its safety limit ends it"
+    check_samples({**target, "safety_max_rounds": safety_max_rounds}, MAX_STEP_SAMPLES, why)
 
 
 @attrs.frozen(kw_only=True)
@@ -363,10 +367,11 @@ class SimulationConfig:
         failure_rate: Probability that a group's rollout fails (the group is rejected
             as ``external``, like a technical failure in slime).
         safety_max_rounds: Safety limit on the rounds (waves, generation batches,
-            launches) of one step, at most 10,000, for every strategy: it stops those with
-            no cap of their own (slime, ROLL, uncapped DAPO, the oracle) and those whose
-            budget allows more rounds. A step that reaches it ends short and is counted in
-            ``safety_limit_hits``.
+            launches) of one step, for every strategy: it stops those with no cap of their
+            own (slime, ROLL, uncapped DAPO, the oracle) and those whose budget allows
+            more rounds. A step that reaches it ends short and is counted in
+            ``safety_limit_hits``. At most 10,000, and ``target_groups x group_size x
+            safety_max_rounds`` at most a hundred million samples.
 
     .. versionadded:: 0.1.0
     """
@@ -396,7 +401,7 @@ class SimulationConfig:
     safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
 
     def __attrs_post_init__(self) -> None:
-        check_target(self.target_groups, self.group_size)
+        check_target(self.target_groups, self.group_size, self.safety_max_rounds)
 
     @failure_rate.validator
     def _check_failure_rate(self, attribute: attrs.Attribute[float], value: float) -> None:

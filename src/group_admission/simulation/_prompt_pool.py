@@ -28,7 +28,7 @@ from .._loading import from_mapping, load_yaml_mapping
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession
 from .._validation import as_float, as_int, check_finite, check_ge, check_int, check_range, check_real
-from ._limits import MAX_STEP_SAMPLES, check_samples
+from ._limits import MAX_POOL_SAMPLES, check_samples
 from ._models import ResponseLengthModel, check_rounds, check_steps, check_target
 
 __all__ = ["DIFFICULTY_BINS", "PoolContext", "PromptPool", "PromptPoolConfig", "difficulty_bin"]
@@ -122,9 +122,9 @@ class PromptPoolConfig:
     safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
 
     def __attrs_post_init__(self) -> None:
-        check_target(self.target_groups, self.group_size)
+        check_target(self.target_groups, self.group_size, self.safety_max_rounds)
         why = "the most a simulated pool draws per step (a group of every prompt)"
-        check_samples(("size", "group_size"), (self.size, self.group_size), MAX_STEP_SAMPLES, why)
+        check_samples({"size": self.size, "group_size": self.group_size}, MAX_POOL_SAMPLES, why)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> PromptPoolConfig:
