@@ -80,7 +80,7 @@ _FLAG_SECTIONS = (
         ("budget",),
         (SamplingBudgetConfig,),
         "budget of the controller strategies (the 'budget' section; without any budget "
-        "setting, a controller allows 2 x target extra groups in 3 resample rounds)",
+        f"setting, {DEFAULT_BUDGET})",
     ),
 )
 
@@ -158,12 +158,7 @@ def _simulate(args: argparse.Namespace) -> int:
         run_settings(
             ("simulation", prepared.config.to_dict()),
             result.policy,
-            {
-                "budget": (
-                    budget,
-                    "none given; a controller allows 2 x target extra groups in 3 resample rounds",
-                )
-            },
+            {"budget": (budget, f"none given; {DEFAULT_BUDGET}")},
         )
     )
     print(result.format_table())

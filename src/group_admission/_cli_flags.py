@@ -214,7 +214,7 @@ def run_settings(
     sections: Mapping[str, tuple[Any, str]],
 ) -> str:
     """
-    The settings a simulation ran with, in the flags' spelling, to print above its table.
+    The settings a simulation ran with, spelled as a config file spells them, to print above its table.
 
     ``run`` is the run's section label and its config's ``to_dict`` (a nested mapping gets
     a line of its own); the policy shows the fields it sets. ``sections`` maps a label to

@@ -43,6 +43,8 @@ COMMAND = "simulate-pool"
 POOL_SECTIONS = ("pool", "policy", "budget", "history", "strategies")
 #: The kinds the command accepts: the pool strategies', and ``greso`` (the history in GRESO's mode).
 POOL_KINDS = (*sorted(POOL_STRATEGY_KINDS), "greso")
+#: What a pool strategy allows without a budget (its own or the section's).
+DEFAULT_BUDGET = "a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
 #: The strategies run without a 'strategies' section or ``--strategies``.
 DEFAULT_KINDS = ("controller", "greso", "history", "oracle_skip")
 
@@ -58,8 +60,8 @@ _FLAG_SECTIONS = (
     Section(
         ("budget",),
         (SamplingBudgetConfig,),
-        "budget of every strategy without its own (the 'budget' section; default: 6 x target "
-        "extra groups, 8 rounds, confidence mode at 0.9)",
+        "budget of every strategy without its own (the 'budget' section; without any budget "
+        f"setting, {DEFAULT_BUDGET})",
     ),
     Section(
         ("history",),
@@ -152,11 +154,8 @@ def run_pool_command(args: argparse.Namespace) -> int:
     """Run ``simulate-pool``: print the table, write the JSON if asked."""
     prepared = _prepare(args)
     result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
-    default_budget = (
-        "none given; a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
-    )
     sections = {
-        "budget": (prepared.budget, default_budget),
+        "budget": (prepared.budget, f"none given; {DEFAULT_BUDGET}"),
         "history": (prepared.history, "none given; every field at its default"),
     }
     print(run_settings(("pool", prepared.config.to_dict()), result.policy, sections))
