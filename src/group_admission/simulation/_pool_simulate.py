@@ -51,7 +51,7 @@ class PoolStrategyResult:
         wrongly_skipped: Of those, prompts whose group (the one they would have got, by
             common random numbers) the policy would have admitted.
         wrongly_skipped_share: ``wrongly_skipped / skipped_prompts`` (``None`` without skips).
-        time_per_step: Mean generation time per step (rounds back to back).
+        time_per_step: Mean generation time per step, in decoding steps (rounds back to back).
         rounds_per_step: Mean rounds per step.
         safety_limit_hits: Steps that ran ``safety_max_rounds`` rounds short of their target.
         epochs: Epochs of the pool begun.
