@@ -72,9 +72,52 @@ class TestSimulate:
     def test_prints_a_table_of_the_chosen_strategies(self, capsys: pytest.CaptureFixture[str]) -> None:
         code, out, err = run(capsys, "simulate", *SMALL, "--strategies", "no_filtering, oracle,controller")
         assert (0, "") == (code, err)
-        lines = out.splitlines()
+        lines = out.split("\n\n", 1)[1].splitlines()
         assert lines[0].split()[:2] == ["strategy", "initial"]
         assert ["no_filtering", "oracle", "controller(expected)"] == [line.split()[0] for line in lines[2:]]
+
+    def test_the_table_says_the_settings_it_ran_with_and_its_time_unit(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Issue 23: the default table printed neither its settings nor the unit of its time."""
+        code, out, _ = run(capsys, "simulate", "--steps", "2", "--alpha", "0.5", "--strategies", "oracle")
+        settings, table = out.split("\n\n", 1)
+
+        assert 0 == code
+        assert settings.splitlines() == [
+            "simulation: group_size=8 target_groups=16 steps=2 seed=0 failure_rate=0 safety_max_rounds=100",
+            "  tasks: kind=binary alpha=0.5 beta=1",
+            "  lengths: mean_tokens=512 cv=0.5 max_tokens=none",
+            "  engine: half_speed_sequences=none",
+            "  policy: min_reward_std=1e-06",
+            "  budget: none given; a controller allows 2 x target extra groups in 3 resample rounds",
+        ]
+        assert "time (decoding steps)" in table.splitlines()[0]
+
+    def test_the_settings_lines_name_what_was_set(self, capsys: pytest.CaptureFixture[str]) -> None:
+        argv = ["--min-reward-range", "0.02", "--max-extra-groups", "8", "--max-resample-rounds", "2"]
+        code, out, _ = run(capsys, "simulate", *SMALL, "--strategies", "oracle", *argv)
+
+        assert 0 == code
+        assert "  policy: min_reward_range=0.02" in out.splitlines()
+        assert "  budget: max_extra_groups=8 max_resample_rounds=2" in out.splitlines()
+
+    def test_help_shows_every_default(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Issue 23: --help showed no defaults."""
+        code, out, _ = run(capsys, "simulate", "--help")
+        text = " ".join(out.split())
+
+        assert 0 == code
+        for shown in (
+            "--steps N Training steps to simulate, at most 100,000 (default: 100)",
+            "--tasks {binary,composite} the kind (default: binary)",
+            "(default: 512)",  # --mean-tokens
+            "--max-tokens N Truncation length",
+            "'none' unsets it (default: none)",
+            "without any policy setting, the zero-std filter min_reward_std=1e-06",
+            "without any budget setting, a controller allows 2 x target extra groups",
+        ):
+            assert shown in text, shown
 
     def test_writes_csv_and_json(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         table, report = tmp_path / "out.csv", tmp_path / "out.json"
@@ -366,6 +409,18 @@ BAD_COMMANDS = [
     ([*SIM, "--mean-tokens", "1e30"], None, "'mean_tokens' must be <= 10000000 tokens"),
     ([*SIM, "--mean-tokens", "1e-30"], None, "'mean_tokens' must be >= 1 (got 1e-30)"),
     ([*SIM, "--mean-tokens", "nan"], None, "'mean_tokens' must be finite (got nan)"),
+    # No upper bounds: a huge group printed a traceback, a huge target or run hung.
+    ([*SIM, "--group-size", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    ([*SIM, "--target-groups", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000"),
+    ([*SIM, "--steps", str(10**30)], None, "'steps' must be <= 100000 steps, the most a simulation runs"),
+    ([*SIM, "--safety-max-rounds", str(10**30)], None, "'safety_max_rounds' must be <= 10000 rounds"),
+    ([*SIM, "--max-extra-groups", str(10**30)], None, "lower 'max_extra_groups' or set 'max_total_samples'"),
+    # Exit 0 with nonsense figures: dividing by the grid step overflowed every shaping term.
+    (
+        [*SIM, "--tasks", "composite", "--shaping-resolution", "1e-320"],
+        None,
+        "'shaping_resolution' must be in",
+    ),
     # A strategy's budget that is not a mapping crashed while naming the strategy.
     (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
     (["simulate", "--steps", "1"], "strategies: [{kind: controller, budget: [1]}]\n", "'budget' must be a"),
@@ -377,6 +432,12 @@ BAD_COMMANDS = [
         "'simulation.tasks' must be a mapping (got 3)",
     ),
     (["simulate", "--steps", "0"], None, "'steps' must be >= 1 (got 0)"),
+    # The default name formatted the value first: the message was about a format code.
+    (
+        ["simulate", "--steps", "1"],
+        "strategies: [{kind: streaming, confidence: '0.9'}]\n",
+        "'confidence' must be a real number (got '0.9')",
+    ),
     (["simulate", "--mode", "greedy"], None, "argument --mode: invalid choice: 'greedy'"),
     (["simulate", "--max-tokens", "1.5"], None, "argument --max-tokens: invalid int value: '1.5'"),
     (["simulate", "--config", "."], None, "cannot access '.': Is a directory"),

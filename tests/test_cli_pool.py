@@ -40,15 +40,40 @@ def run_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> 
     return json.loads(path.read_text())
 
 
-def test_a_tiny_run_prints_the_table_of_every_default_strategy() -> None:
-    done = command(*TINY)
+def test_a_tiny_run_prints_its_settings_and_the_table_of_every_default_strategy() -> None:
+    done = command(*TINY, "--half-life", "50")
 
     assert (0, "") == (done.returncode, done.stderr)
-    lines = done.stdout.splitlines()
+    settings, table = done.stdout.split("\n\n", 1)
+    assert settings.splitlines() == [
+        "pool: size=48 group_size=4 target_groups=4 steps=6 seed=0 logit_mean=-1 logit_std=4 "
+        "learnable_share=0.5 learning_rate=2 safety_max_rounds=100",
+        "  lengths: mean_tokens=512 cv=0.5 max_tokens=none",
+        "  policy: min_reward_std=1e-06",
+        "  budget: none given; a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9",
+        "  history: half_life=50",
+    ]
+    lines = table.splitlines()
     assert lines[0].split() == [
-        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "epochs"
+        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "safety", "hits",
+        "epochs",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[2:]] == ["controller", "greso", "history", "oracle_skip"]
+
+
+def test_help_shows_every_default() -> None:
+    done = command("simulate-pool", "--help")
+    text = " ".join(done.stdout.split())
+
+    assert 0 == done.returncode
+    for shown in (
+        "(default: 512)",
+        "(default: 300)",
+        "(default: 0,1)",
+        "'none' unsets it (default: none)",
+    ):
+        assert shown in text, shown
+    assert "without any policy setting, the zero-std filter min_reward_std=1e-06" in text
 
 
 def test_the_table_and_json_are_simulate_pools_own(
@@ -122,10 +147,24 @@ BAD_POOL_RUNS = [
     (["--history-mode", "greedy"], None, "argument --history-mode: invalid choice: 'greedy'"),
     (["--size", "0"], None, "'size' must be >= 1 (got 0)"),
     (["--mean-tokens", "1e30"], None, "'mean_tokens' must be <= 10000000 tokens"),
+    # No upper bounds: a huge target hung, a huge pool or group printed a traceback.
+    (["--target-groups", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    (["--size", str(10**30)], None, "'size' x 'group_size' must be <= 10000000 samples"),
+    (["--group-size", str(10**30)], None, "'target_groups' x 'group_size' must be <= 1000000 samples"),
+    (["--steps", str(10**30)], None, "'steps' must be <= 100000 steps"),
+    (["--safety-max-rounds", str(10**30)], None, "'safety_max_rounds' must be <= 10000 rounds"),
+    (["--max-extra-groups", str(10**30)], None, "the budget of strategy 'controller' lets a simulated step"),
+    ([], "strategies: [{kind: oracle_skip, skip_below: 2}]\n", "'skip_below' must be in [0, 1] (got 2.0)"),
+    # Tracebacks (exit 1) from the first step: the pool has neither texts nor components.
+    (["--max-mean-pairwise-similarity", "0.5"], None, "'max_mean_pairwise_similarity' must be None"),
+    (["--gate-on", "outcome"], None, "'gate_on' must be None for simulate_pool"),
     ([], "simulation: {steps: 1}\n", "unknown section(s) ['simulation']"),
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
     ([], "strategies: history\n", "'strategies' must be a list"),
     ([], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
+    # A traceback: the strategy's name was built from the history before it was checked.
+    ([], "strategies: [{kind: history, history: 5}]\n", "'history' must be a mapping of PromptHistoryConfig"),
+    ([], "strategies: [{kind: greso, history: [1]}]\n", "'history' must be a mapping of PromptHistoryConfig"),
 ]
 
 
@@ -142,6 +181,15 @@ def test_bad_settings_exit_2_with_one_line(
     assert message in done.stderr
     assert 1 == len(done.stderr.strip().splitlines())
     assert done.stderr.startswith("group-admission simulate-pool: error: ")
+
+
+def test_an_all_dead_pool_runs_to_the_end() -> None:
+    """Plain simulate-pool on a pool no prompt of which is informative hung in oracle_skip."""
+    done = command(*TINY, "--logit-mean", "-30", "--logit-std", "0")
+
+    assert (0, "") == (done.returncode, done.stderr)
+    oracle = next(line.split() for line in done.stdout.splitlines() if line.startswith("oracle_skip"))
+    assert ["oracle_skip", "0.000", "-", "0", "0"] == oracle[:5]
 
 
 def test_a_bug_while_simulating_shows_its_traceback() -> None:

@@ -132,6 +132,13 @@ class TestPromptPool:
             ({"logit_std": "wide"}, TypeError, "'logit_std' must be a real number"),
             ({"lengths": 3}, TypeError, "'lengths' must be a ResponseLengthModel"),
             ({"epochs": 3}, ValueError, "unknown key"),
+            # No upper bound: a huge target hung, a huge pool or group crashed in numpy.
+            ({"target_groups": 10**30}, ValueError, r"'target_groups' x 'group_size' must be <= 1000000"),
+            ({"group_size": 10**30}, ValueError, r"'target_groups' x 'group_size' must be <= 1000000"),
+            ({"size": 10**30}, ValueError, r"'size' x 'group_size' must be <= 10000000 samples"),
+            ({"size": 2_000_000, "group_size": 8}, ValueError, r"'size' x 'group_size' must be <= 10000000"),
+            ({"steps": 10**30}, ValueError, "'steps' must be <= 100000 steps"),
+            ({"safety_max_rounds": 10**30}, ValueError, "'safety_max_rounds' must be <= 10000 rounds"),
         ],
     )
     def test_bad_fields_name_the_field(
@@ -228,6 +235,115 @@ class TestSimulatePool:
         restored = simulate_pool(config, policy=POLICY, strategies=[Restoring()])
         assert straight.results[0].per_step == restored.results[0].per_step
         assert straight.results[0] == restored.results[0]
+
+    @pytest.mark.parametrize(
+        ("spec", "error", "message"),
+        [
+            # The default name read the history before it was checked (AttributeError).
+            (
+                {"kind": "history", "history": 5},
+                TypeError,
+                "'history' must be a mapping of PromptHistoryConfig",
+            ),
+            ({"kind": "history", "history": ["greso"]}, TypeError, "(got ['greso'] of type list)"),
+            # skip_below is an informative probability; 2 skipped every prompt, for ever.
+            (
+                {"kind": "oracle_skip", "skip_below": 2},
+                ValueError,
+                "'skip_below' must be in [0, 1] (got 2.0)",
+            ),
+            (
+                {"kind": "oracle_skip", "skip_below": -0.5},
+                ValueError,
+                "'skip_below' must be in [0, 1] (got -0.5)",
+            ),
+            ({"kind": "oracle_skip", "skip_below": "0.1"}, TypeError, "'skip_below' must be a real number"),
+            # A budget no step could draw: it hung generating the rounds it allows.
+            (
+                {"kind": "controller", "budget": {"max_extra_groups": 10**30}},
+                ValueError,
+                "the budget of strategy",
+            ),
+            (
+                {"kind": "history", "budget": {"max_extra_groups": 10**8}},
+                ValueError,
+                "generate 800000064 samples",
+            ),
+            (
+                {"kind": "oracle_skip", "budget": {"max_extra_groups": 10**30}},
+                ValueError,
+                "set 'max_total_samples'",
+            ),
+        ],
+    )
+    def test_bad_strategy_fields_name_the_field(
+        self, spec: dict[str, Any], error: type[Exception], message: str
+    ) -> None:
+        with pytest.raises(error) as info:
+            simulate_pool(attrs.evolve(POOL, steps=1), strategies=[spec])
+        assert message in str(info.value)
+
+    @pytest.mark.parametrize(
+        ("policy", "message"),
+        [
+            # Both crashed in the first step, after the run had started.
+            (
+                {"max_mean_pairwise_similarity": 0.5},
+                "'max_mean_pairwise_similarity' must be None for a simulation",
+            ),
+            (
+                {"gate_on": ["outcome"]},
+                "'gate_on' must be None for simulate_pool: the pool's rewards have no",
+            ),
+        ],
+    )
+    def test_a_policy_the_pool_cannot_judge_is_refused_before_running(
+        self, policy: dict[str, Any], message: str
+    ) -> None:
+        with pytest.raises(ValueError) as info:
+            simulate_pool(attrs.evolve(POOL, steps=1), policy=policy)
+        assert message in str(info.value)
+
+    def test_an_all_dead_pool_ends_every_strategy(self) -> None:
+        """The oracle looked for a prompt above skip_below for ever; one pass a round now."""
+        dead = attrs.evolve(POOL, steps=2, logit_mean=-30.0, logit_std=0.0)
+        result = simulate_pool(dead, policy=POLICY)
+
+        oracle = result.result("oracle_skip")
+        assert (0, 0) == (oracle.generated_groups, oracle.trained_groups)
+        assert 2 * dead.size == oracle.skipped_prompts
+        assert all(r.final_informative_rate == 0.0 for r in result.results)
+
+    def test_a_budget_allowing_endless_rounds_stops_at_the_safety_limit(self) -> None:
+        """Every pool strategy runs at most safety_max_rounds rounds a step, and counts the hit."""
+        dead = attrs.evolve(POOL, steps=2, logit_mean=-30.0, logit_std=0.0, safety_max_rounds=4)
+        budget = {"max_extra_groups": 10**4, "max_extra_groups_per_round": 8, "max_resample_rounds": 10**6}
+        kinds = ("controller", "history", "oracle_skip")
+        strategies = [{"kind": kind, "budget": budget, "skip_below": 0.0} for kind in kinds[2:]]
+        result = simulate_pool(
+            dead,
+            policy=POLICY,
+            strategies=[{"kind": kind, "budget": budget} for kind in kinds[:2]] + strategies,
+        )
+
+        for strategy in result.results:
+            assert strategy.rounds_per_step == 4, strategy.name
+            assert strategy.safety_limit_hits == 2, strategy.name
+
+    def test_logits_beyond_the_exponent_range_give_rates_of_0_and_1(self) -> None:
+        """exp overflowed with a RuntimeWarning (an error under -W error); the rates were right."""
+        rates = PromptPool(attrs.evolve(POOL, logit_std=1e308)).rates(0)
+
+        assert set(np.unique(rates).tolist()) <= {0.0, 1.0}
+
+    def test_the_pool_keeps_a_few_epoch_orders_and_recomputes_the_rest(self) -> None:
+        pool = PromptPool(POOL)
+        first = pool.order(0).copy()
+        for epoch in range(1, 100):
+            pool.order(epoch)
+
+        assert len(pool._orders) <= 16
+        assert np.array_equal(first, pool.order(0))
 
     def test_strategies_build_from_kinds_and_reject_bad_specs(self) -> None:
         config = attrs.evolve(POOL, steps=2)

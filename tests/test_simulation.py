@@ -290,6 +290,65 @@ BAD_SIMULATIONS = [
         "'keep_when_insufficient' must be true or false",
     ),
     ({"strategies": [{"kind": "oracle", "name": ""}]}, TypeError, "'name' must be a non-empty string"),
+    # The default names were formatted from the fields before these were checked (a wrong
+    # type raised ValueError from the format, a huge int OverflowError).
+    (
+        {"strategies": [{"kind": "streaming", "confidence": "0.9"}]},
+        TypeError,
+        "'confidence' must be a real number (got '0.9')",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "race": "2"}]},
+        TypeError,
+        "'race' must be a real number (got '2')",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "confidence": 10**400}]},
+        ValueError,
+        "'confidence' must be finite",
+    ),
+    (
+        {"strategies": [{"kind": "ragen", "top_p": "0.5"}]},
+        TypeError,
+        "'top_p' must be a real number (got '0.5')",
+    ),
+    ({"strategies": [{"kind": "ragen", "top_p": 10**400}]}, ValueError, "'top_p' must be finite"),
+    # Rounds or budgets no step could draw: they hung, or crashed in numpy.
+    (
+        {"strategies": [{"kind": "slime", "over_sampling_batch_size": 10**30}]},
+        ValueError,
+        "'over_sampling_batch_size' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
+    ),
+    (
+        {"strategies": [{"kind": "dapo", "gen_batch_size": 10**30}]},
+        ValueError,
+        "'gen_batch_size' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
+    ),
+    (
+        {"strategies": [{"kind": "controller", "budget": {"max_extra_groups": 10**30}}]},
+        ValueError,
+        "the budget of strategy 'controller(expected)' lets a simulated step generate",
+    ),
+    (
+        {"budget": {"max_extra_groups": 10**30}},
+        ValueError,
+        "lower 'max_extra_groups' or set 'max_total_samples'",
+    ),
+    (
+        {"strategies": [{"kind": "per_task_retry", "budget": {"max_extra_groups": 10**6}}]},
+        ValueError,
+        "the budget of strategy 'per_task_retry' lets a simulated step generate 128000128 samples",
+    ),
+    (
+        {"strategies": [{"kind": "streaming", "budget": {"max_extra_groups": 10**30}}]},
+        ValueError,
+        "the budget of strategy 'streaming(0.99)'",
+    ),
+    (
+        {"strategies": [{"kind": "controller", "budget": 3, "mode": "greedy"}]},
+        TypeError,
+        "'budget' must be a SamplingBudgetConfig or a mapping (got 3)",
+    ),
     ({"strategies": [7]}, TypeError, "a strategy must be a kind name or a mapping with a 'kind' (got 7)"),
 ]
 

@@ -163,6 +163,54 @@ BAD_INPUTS = [
     (SimulationConfig, {"failure_rate": 1.0}, ValueError, "'failure_rate' must be < 1"),
     (SimulationConfig, {"failure_rate": -0.1}, ValueError, "'failure_rate' must be in [0, 1] (got -0.1)"),
     (SimulationConfig, {"safety_max_rounds": 0}, ValueError, "'safety_max_rounds' must be >= 1 (got 0)"),
+    # No upper bound: a huge target or group hung drawing it, or crashed in numpy.
+    (
+        SimulationConfig,
+        {"group_size": 10**30},
+        ValueError,
+        "'target_groups' x 'group_size' must be <= 1000000",
+    ),
+    (SimulationConfig, {"target_groups": 10**30}, ValueError, "(got 1000000000000000000000000000000 x 8)"),
+    (
+        SimulationConfig,
+        {"target_groups": 1000, "group_size": 1001},
+        ValueError,
+        "samples, the most a simulated",
+    ),
+    # What slime, ROLL or the oracle may refill on dead tasks before the safety limit.
+    (
+        SimulationConfig,
+        {"target_groups": 1000, "group_size": 1000, "safety_max_rounds": 101},
+        ValueError,
+        "'target_groups' x 'group_size' x 'safety_max_rounds' must be <= 100000000 samples",
+    ),
+    (SimulationConfig, {"steps": 10**30}, ValueError, "'steps' must be <= 100000 steps"),
+    (
+        SimulationConfig,
+        {"safety_max_rounds": 10**30},
+        ValueError,
+        "'safety_max_rounds' must be <= 10000 rounds",
+    ),
+    # A grid step below ~1e-308 overflowed every shaping term to NaN: exit 0, nonsense figures.
+    (
+        CompositeTaskModel,
+        {"shaping_resolution": 1e-320},
+        ValueError,
+        "'shaping_resolution' must be in [1e-09, 1e+06]",
+    ),
+    (
+        CompositeTaskModel,
+        {"shaping_resolution": 1e300},
+        ValueError,
+        "'shaping_resolution' must be in [1e-09, 1e+06]",
+    ),
+    (
+        CompositeTaskModel,
+        {"shaping_spread": 1e300},
+        ValueError,
+        "'shaping_spread' must be in [0, 1e+06] (got 1e+300)",
+    ),
+    (CompositeTaskModel, {"shaping_mean": -1e300}, ValueError, "'shaping_mean' must be in [-1e+06, 1e+06]"),
     (
         SimulationConfig,
         {"tasks": "binary"},

@@ -27,6 +27,7 @@ from group_admission.simulation import (
     StepContext,
     StepOutcome,
     StrategyResult,
+    StreamingLaunches,
     ragen_top_p,
     simulate,
 )
@@ -304,6 +305,31 @@ class TestControllerResampling:
             strategy.effective_budget(10)
         )
         assert "controller(confidence)" == strategy.name
+
+
+#: Caps no dead step exhausts for thousands of rounds: only the safety limit stops it.
+ENDLESS = {"max_extra_groups": 10**5, "max_extra_groups_per_round": 16, "max_resample_rounds": 10**6}
+
+
+class TestSafetyLimitBoundsEveryStrategy:
+    @pytest.mark.parametrize(
+        "strategy",
+        [
+            ControllerResampling(budget=ENDLESS),
+            PerTaskRetry(budget={**ENDLESS, "max_extra_groups_per_round": 1}),
+            StreamingLaunches(budget=ENDLESS),
+        ],
+        ids=lambda strategy: strategy.kind,
+    )
+    def test_a_budget_allowing_endless_rounds_stops_at_the_safety_limit(self, strategy: object) -> None:
+        """It ran a hundred thousand rounds a step (a hang from the CLI); now five, counted."""
+        result = run(strategy, tasks=DEAD, steps=2, safety_max_rounds=5)
+
+        assert 5 == result.max_rounds_per_step
+        assert 2 == result.safety_limit_hits
+        for outcome in result.outcomes:
+            assert "safety_limit" == outcome.stop
+            assert outcome.exhausted_slots == 16 - outcome.delivered_informative
 
 
 class TestPerTaskRetry:

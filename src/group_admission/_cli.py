@@ -21,6 +21,7 @@ from typing import Any
 from . import simulation
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
+    POLICY_TITLE,
     Parser,
     Section,
     add_settings_command,
@@ -29,6 +30,7 @@ from ._cli_flags import (
     one_line,
     output_file,
     read_config,
+    run_settings,
     strategy_list,
     user_input,
     write_json,
@@ -45,6 +47,8 @@ from .simulation._simulate import PreparedSimulation, prepare_simulation, run_si
 __all__ = ["main"]
 
 PROG = "group-admission"
+#: What the controller strategies allow without a budget section.
+DEFAULT_BUDGET = "a controller allows 2 x target extra groups in 3 resample rounds"
 #: The top-level keys a config file may hold.
 SECTIONS = ("policy", "budget", "simulation", "strategies")
 
@@ -62,6 +66,7 @@ _FLAG_SECTIONS = (
         "tasks ('simulation.tasks')",
         kind_flag="--tasks",
         kinds=tuple(sorted(TASK_MODELS)),
+        kind_default="binary",
     ),
     Section(
         ("simulation", "lengths"),
@@ -70,9 +75,12 @@ _FLAG_SECTIONS = (
         rename={"cv": "tokens-cv"},
     ),
     Section(("simulation", "engine"), (simulation.EngineModel,), "rollout engine ('simulation.engine')"),
-    Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
+    Section(("policy",), (GroupAdmissionConfig,), POLICY_TITLE),
     Section(
-        ("budget",), (SamplingBudgetConfig,), "budget of the controller strategies (the 'budget' section)"
+        ("budget",),
+        (SamplingBudgetConfig,),
+        "budget of the controller strategies (the 'budget' section; without any budget "
+        f"setting, {DEFAULT_BUDGET})",
     ),
 )
 
@@ -121,7 +129,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _prepare(args: argparse.Namespace) -> PreparedSimulation:
+def _prepare(args: argparse.Namespace) -> tuple[PreparedSimulation, SamplingBudgetConfig | None]:
     """Every setting of ``simulate``, checked; a mistake raises ``ConfigurationError``."""
     if args.plot is not None:
         try:  # fail before simulating, not after
@@ -132,17 +140,27 @@ def _prepare(args: argparse.Namespace) -> PreparedSimulation:
         data, _ = read_config(args.config, SECTIONS)
         apply_flags(data, args)
         strategies = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
-        policy, budget = data["policy"], data["budget"]
-        return prepare_simulation(
+        policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
+        budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
+        prepared = prepare_simulation(
             simulation.SimulationConfig.from_mapping(data["simulation"]),
-            policy=GroupAdmissionConfig.from_mapping(policy) if policy else None,
+            policy=policy,
             strategies=strategies,
-            budget=SamplingBudgetConfig.from_mapping(budget) if budget else None,
+            budget=budget,
         )
+        return prepared, budget
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    result = run_simulation(_prepare(args))
+    prepared, budget = _prepare(args)
+    result = run_simulation(prepared)
+    print(
+        run_settings(
+            ("simulation", prepared.config.to_dict()),
+            result.policy,
+            {"budget": (budget, f"none given; {DEFAULT_BUDGET}")},
+        )
+    )
     print(result.format_table())
     if args.csv is not None:
         rows = result.rows()

@@ -22,25 +22,36 @@ from typing import Any, NoReturn, TextIO
 
 import attrs
 
+from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
 from ._loading import load_yaml_mapping
 from ._validation import describe
 
 __all__ = [
+    "POLICY_TITLE",
     "Parser",
     "Section",
     "add_section_flags",
     "add_settings_command",
     "apply_flags",
     "cannot_access",
+    "flag_text",
     "names",
     "one_line",
     "output_file",
     "read_config",
+    "run_settings",
     "strategy_list",
     "user_input",
     "write_json",
 ]
+
+
+#: The policy section's title: its flags' defaults are the class's, but with no policy
+#: setting at all the simulators judge with the zero-std filter.
+POLICY_TITLE = (
+    "policy (the 'policy' section; without any policy setting, the zero-std filter min_reward_std=1e-06)"
+)
 
 
 @attrs.frozen
@@ -56,6 +67,7 @@ class Section:
     #: A flag that chooses the section's ``kind`` among ``kinds`` (e.g. ``--tasks``).
     kind_flag: str = ""
     kinds: tuple[str, ...] = ()
+    kind_default: str = ""
 
 
 class Parser(argparse.ArgumentParser):
@@ -133,6 +145,26 @@ def _flag_kind(hint: Any) -> _FlagKind:
     return kind
 
 
+def flag_text(value: object) -> str:
+    """A setting's value as a flag takes it: ``none``, ``0.5,0.5``, ``1e-06``."""
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(flag_text(item) for item in value)
+    return str(value)
+
+
+def _default_note(field: attrs.Attribute[Any]) -> str:
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default = attrs.NOTHING if default.takes_self else default.factory()
+    if default is attrs.NOTHING:
+        return ""
+    return f" (default: {flag_text(default)})".replace("%", "%%")  # argparse formats help with %
+
+
 def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: set[str]) -> None:
     group = parser.add_argument_group(section.title)
     if section.kind_flag:
@@ -141,7 +173,7 @@ def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: s
             dest=".".join((*section.path, "kind")),
             choices=section.kinds,
             default=argparse.SUPPRESS,
-            help="the kind",
+            help=f"the kind (default: {section.kind_default})" if section.kind_default else "the kind",
         )
     for cls in section.classes:
         hints = typing.get_type_hints(cls, globalns=cls.to_dict.__globals__)  # type: ignore[attr-defined]
@@ -159,8 +191,44 @@ def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: s
                 choices=kind.choices,
                 default=argparse.SUPPRESS,
                 metavar=kind.metavar,
-                help=helps.get(field.name, field.name).rstrip(".") + kind.note,
+                help=helps.get(field.name, field.name).rstrip(".") + kind.note + _default_note(field),
             )
+
+
+def _pairs(values: Mapping[str, Any]) -> str:
+    return " ".join(f"{key}={flag_text(value)}" for key, value in values.items())
+
+
+def _changed(config: Any) -> dict[str, Any]:
+    """The fields of a config object whose value is not its class's default."""
+    required = {
+        f.name: getattr(config, f.name) for f in attrs.fields(type(config)) if f.default is attrs.NOTHING
+    }
+    default = type(config)(**required).to_dict()
+    return {key: value for key, value in config.to_dict().items() if value != default.get(key)}
+
+
+def run_settings(
+    run: tuple[str, Mapping[str, Any]],
+    policy: GroupAdmissionConfig,
+    sections: Mapping[str, tuple[Any, str]],
+) -> str:
+    """
+    The settings a simulation ran with, spelled as a config file spells them, to print above its table.
+
+    ``run`` is the run's section label and its config's ``to_dict`` (a nested mapping gets
+    a line of its own); the policy shows the fields it sets. ``sections`` maps a label to
+    (a config object or ``None``, what applies without one); a config shows the fields
+    it sets.
+    """
+    label, values = run
+    lines = [f"{label}: {_pairs({k: v for k, v in values.items() if not isinstance(v, Mapping)})}"]
+    lines += [f"  {key}: {_pairs(value)}" for key, value in values.items() if isinstance(value, Mapping)]
+    lines.append(f"  policy: {_pairs(_changed(policy)) or 'every field at its default'}")
+    for name, (config, fallback) in sections.items():
+        text = fallback if config is None else _pairs(_changed(config)) or "every field at its default"
+        lines.append(f"  {name}: {text}")
+    return "\n".join(lines) + "\n"
 
 
 def one_line(text: str) -> str:

@@ -18,10 +18,12 @@ import attrs
 
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
+    POLICY_TITLE,
     Section,
     add_settings_command,
     apply_flags,
     read_config,
+    run_settings,
     strategy_list,
     user_input,
     write_json,
@@ -32,6 +34,7 @@ from ._validation import describe
 from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
 from .simulation._planning_strategies import PoolStrategy
 from .simulation._pool_simulate import POOL_STRATEGY_KINDS, as_pool_strategies
+from .simulation._simulate import check_simulated_policy
 
 __all__ = ["COMMAND", "POOL_SECTIONS", "add_pool_command", "run_pool_command"]
 
@@ -40,6 +43,8 @@ COMMAND = "simulate-pool"
 POOL_SECTIONS = ("pool", "policy", "budget", "history", "strategies")
 #: The kinds the command accepts: the pool strategies', and ``greso`` (the history in GRESO's mode).
 POOL_KINDS = (*sorted(POOL_STRATEGY_KINDS), "greso")
+#: What a pool strategy allows without a budget (its own or the section's).
+DEFAULT_BUDGET = "a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
 #: The strategies run without a 'strategies' section or ``--strategies``.
 DEFAULT_KINDS = ("controller", "greso", "history", "oracle_skip")
 
@@ -51,12 +56,12 @@ _FLAG_SECTIONS = (
         "response lengths ('pool.lengths')",
         rename={"cv": "tokens-cv"},
     ),
-    Section(("policy",), (GroupAdmissionConfig,), "policy (the 'policy' section)"),
+    Section(("policy",), (GroupAdmissionConfig,), POLICY_TITLE),
     Section(
         ("budget",),
         (SamplingBudgetConfig,),
-        "budget of every strategy without its own (the 'budget' section; default: 6 x target "
-        "extra groups, 8 rounds, confidence mode at 0.9)",
+        "budget of every strategy without its own (the 'budget' section; without any budget "
+        f"setting, {DEFAULT_BUDGET})",
     ),
     Section(
         ("history",),
@@ -70,11 +75,13 @@ _FLAG_SECTIONS = (
 
 @attrs.frozen
 class PreparedPool:
-    """Every setting of ``simulate-pool``, checked."""
+    """Every setting of ``simulate-pool``, checked (``budget`` and ``history``: the sections)."""
 
     config: PromptPoolConfig
     policy: GroupAdmissionConfig | None
     strategies: tuple[PoolStrategy, ...]
+    budget: SamplingBudgetConfig | None
+    history: PromptHistoryConfig | None
 
 
 def add_pool_command(commands: Any) -> None:
@@ -130,17 +137,28 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
         items = list(DEFAULT_KINDS) if items is None else items
         config = PromptPoolConfig.from_mapping(data["pool"])
         policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
+        if policy is not None:
+            check_simulated_policy(policy, None)
         budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
         strategies = as_pool_strategies([_spec(item, data["history"], budget) for item in items])
         for strategy in strategies:
             strategy.check(config)
-    return PreparedPool(config, policy, strategies)
+        # The section's own fields, for the settings line (group_size is the pool's).
+        history = (
+            PromptHistoryConfig(group_size=config.group_size, **data["history"]) if data["history"] else None
+        )
+    return PreparedPool(config, policy, strategies, budget, history)
 
 
 def run_pool_command(args: argparse.Namespace) -> int:
     """Run ``simulate-pool``: print the table, write the JSON if asked."""
     prepared = _prepare(args)
     result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
+    sections = {
+        "budget": (prepared.budget, f"none given; {DEFAULT_BUDGET}"),
+        "history": (prepared.history, "none given; every field at its default"),
+    }
+    print(run_settings(("pool", prepared.config.to_dict()), result.policy, sections))
     print(result.format_table())
     if args.json is not None:
         write_json(args.json, result.to_dict())

@@ -241,6 +241,24 @@ def _torch_sort(scores: npt.NDArray[np.float32], *, descending: bool) -> Indices
     return np.array([index for _, index in items], dtype=np.int64)
 
 
+def _torch_searchsorted(values: npt.NDArray[np.float32], value: np.float32) -> int:
+    """
+    ``torch.searchsorted(values, value)`` on CPU: the first position whose entry is ``>= value``.
+
+    torch's bisection moves right past every entry that is not ``>= value``, so a NaN
+    counts as smaller than anything (numpy's sorts NaN last): an all-NaN cumulative sum
+    gives its length, and softmax top-p then keeps every group, as RAGEN does.
+    """
+    low, high = 0, len(values)
+    while low < high:
+        middle = (low + high) // 2
+        if values[middle] >= value:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def _torch_topk(scores: npt.NDArray[np.float32], k: int) -> Indices:
     """The indices ``torch.topk(scores, k)`` returns on CPU (largest, sorted)."""
     items = _items(scores)
@@ -262,7 +280,7 @@ def _top_p(scores: npt.NDArray[np.float32], selection: RagenSelection) -> Indice
         order = _torch_sort(probabilities, descending=True)
         # torch accumulates a float32 cumsum in double and rounds each entry back.
         cumulative = np.cumsum(probabilities[order], dtype=np.float64).astype(_F32)
-        cutoff = int(np.searchsorted(cumulative, _F32(selection.value)))
+        cutoff = _torch_searchsorted(cumulative, _F32(selection.value))
         return order[: min(cutoff + 1, len(scores))]
     order = _torch_sort(scores, descending=largest)
     threshold = _F32(selection.value) * scores.sum(dtype=_F32) - _F32(selection.selection_eps)
@@ -307,20 +325,26 @@ def select_top_groups(
     if not isinstance(selection, RagenSelection):
         msg = f"'selection' must be a RagenSelection (got {describe(selection)})"
         raise TypeError(msg)
-    values = np.asarray(scores, dtype=_F32)
-    if values.ndim != 1:
-        msg = f"'scores' must hold one score per group (1-D) (got shape {values.shape})"
-        raise ValueError(msg)
-    keep = np.ones(len(values), dtype=bool)
-    if candidates is not None:
-        mask = np.asarray(candidates, dtype=bool)
-        if mask.shape != values.shape:
-            msg = f"'candidates' must hold one flag per group ({len(values)}) (got shape {mask.shape})"
+    # NaN (a one-sample group's std) and infinite scores follow IEEE arithmetic, as in torch.
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.asarray(scores, dtype=_F32)
+        if values.ndim != 1:
+            msg = f"'scores' must hold one score per group (1-D) (got shape {values.shape})"
             raise ValueError(msg)
-        keep &= mask
-    if not selection.include_zero:
-        keep &= np.abs(values) > _F32(ZERO_SCORE)
-    indices = np.flatnonzero(keep).astype(np.int64)
+        keep = np.ones(len(values), dtype=bool)
+        if candidates is not None:
+            mask = np.asarray(candidates, dtype=bool)
+            if mask.shape != values.shape:
+                msg = f"'candidates' must hold one flag per group ({len(values)}) (got shape {mask.shape})"
+                raise ValueError(msg)
+            keep &= mask
+        if not selection.include_zero:
+            keep &= np.abs(values) > _F32(ZERO_SCORE)
+        return _select(values, np.flatnonzero(keep).astype(np.int64), selection)
+
+
+def _select(values: npt.NDArray[np.float32], indices: Indices, selection: RagenSelection) -> Indices:
+    """The selection among the candidate groups ``indices`` of ``values``."""
     if len(indices) == 0:
         return indices
     kept = values[indices]

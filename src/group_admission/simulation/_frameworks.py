@@ -20,12 +20,15 @@ from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
 from .._validation import as_int, check_ge, check_int, check_optional
 from ._flights import Flight, InFlight
+from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_bool, check_name, strategy_dict
+from ._strategies import check_bool, check_name, strategy_dict, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
+
+_STEP = "the most a simulated step draws before its safety limit ends it"
 
 
 @attrs.frozen(kw_only=True)
@@ -69,13 +72,14 @@ class SlimeWaves:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "over_sampling_batch_size", "keep_when_insufficient", "partial_rollout")
         mode = "fallback" if self.keep_when_insufficient else "strict"
         size = "" if self.over_sampling_batch_size is None else f",{self.over_sampling_batch_size}"
         partial = ",partial" if self.partial_rollout else ""
         return f"slime({mode}{size}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``."""
+        """Slime asserts ``over_sampling_batch_size >= rollout_batch_size``; its waves fit a step."""
         size = self.over_sampling_batch_size
         if size is not None and size < config.target_groups:
             msg = (
@@ -83,6 +87,9 @@ class SlimeWaves:
                 f"as slime asserts (got {size})"
             )
             raise ValueError(msg)
+        if size is not None:
+            fields = {"over_sampling_batch_size": size, "group_size": config.group_size}
+            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Submit waves and filter finished groups until ``target`` groups are kept."""
@@ -189,11 +196,15 @@ class DapoDynamicSampling:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "gen_batch_size", "max_num_gen_batches")
         size = "" if self.gen_batch_size is None else f"gen={self.gen_batch_size},"
         return f"dapo({size}max={self.max_num_gen_batches})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
+        """The generation batches up to the safety limit fit a step."""
+        if self.gen_batch_size is not None:
+            fields = {"gen_batch_size": self.gen_batch_size, "group_size": config.group_size}
+            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Draw generation batches until the target is kept, the limit raises, or the safety limit."""

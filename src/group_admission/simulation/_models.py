@@ -23,6 +23,15 @@ from .._validation import (
     check_real,
     describe,
 )
+from ._limits import (
+    MAX_RESPONSE_TOKENS,
+    MAX_ROUNDS,
+    MAX_STEP_SAMPLES,
+    MAX_STEPS,
+    MAX_TARGET_SAMPLES,
+    check_at_most,
+    check_samples,
+)
 
 __all__ = [
     "MAX_RESPONSE_TOKENS",
@@ -41,20 +50,18 @@ FloatArray = npt.NDArray[np.float64]
 _positive = (check_real, check_finite, check_gt(0))
 _non_negative = (check_real, check_finite, check_ge(0))
 
-#: The longest response a simulation accepts, in tokens (mean or cut).
-MAX_RESPONSE_TOKENS = 10_000_000
 #: The coefficients of variation that the Gamma draw resolves: below the low end, 1 / cv^2
 #: overflows; above the high end, almost every response is one token long.
 _CV_RANGE = (1e-6, 10.0)
 
 
-def _check_at_most_tokens(_inst: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
-    if value is not None and value > MAX_RESPONSE_TOKENS:
-        msg = (
-            f"'{attribute.name}' must be <= {MAX_RESPONSE_TOKENS} tokens, the longest response "
-            f"a simulation accepts (got {describe(value)})"
-        )
-        raise ValueError(msg)
+_check_at_most_tokens = check_at_most(
+    MAX_RESPONSE_TOKENS, "tokens", "the longest response a simulation accepts"
+)
+#: Shaping terms are rewards: at most a million in magnitude, on a grid no finer than 1e-9
+#: (below about 1e-308, dividing by the grid step overflows and every reward is NaN).
+_SHAPING_RANGE = (-1e6, 1e6)
+_RESOLUTION_RANGE = (1e-9, 1e6)
 
 
 def _check_cv(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -128,9 +135,10 @@ class CompositeTaskModel:
     Args:
         alpha: First Beta shape parameter of the task pass rates (> 0).
         beta: Second Beta shape parameter (> 0).
-        shaping_mean: Mean of the shaping term.
-        shaping_spread: Standard deviation of the shaping term (>= 0; 0 makes it constant).
-        shaping_resolution: Grid step of the shaping term (> 0).
+        shaping_mean: Mean of the shaping term, in ``[-1e6, 1e6]``.
+        shaping_spread: Standard deviation of the shaping term, in ``[0, 1e6]`` (0 makes
+            it constant).
+        shaping_resolution: Grid step of the shaping term, in ``[1e-9, 1e6]``.
         shaping_task_share: Share of tasks whose reward has a shaping term, in ``[0, 1]``.
 
     .. versionadded:: 0.1.0
@@ -141,9 +149,15 @@ class CompositeTaskModel:
 
     alpha: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
     beta: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
-    shaping_mean: float = attrs.field(default=0.0, converter=as_float, validator=(check_real, check_finite))
-    shaping_spread: float = attrs.field(default=0.01, converter=as_float, validator=_non_negative)
-    shaping_resolution: float = attrs.field(default=0.01, converter=as_float, validator=_positive)
+    shaping_mean: float = attrs.field(
+        default=0.0, converter=as_float, validator=(check_real, check_finite, check_range(*_SHAPING_RANGE))
+    )
+    shaping_spread: float = attrs.field(
+        default=0.01, converter=as_float, validator=(*_non_negative, check_range(0, _SHAPING_RANGE[1]))
+    )
+    shaping_resolution: float = attrs.field(
+        default=0.01, converter=as_float, validator=(*_positive, check_range(*_RESOLUTION_RANGE))
+    )
     shaping_task_share: float = attrs.field(
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
     )
@@ -320,6 +334,17 @@ def _check_instance(kind: type | tuple[type, ...], label: str) -> Any:
 
 
 _count = (check_int, check_ge(1))
+check_steps = check_at_most(MAX_STEPS, "steps", "the most a simulation runs")
+check_rounds = check_at_most(MAX_ROUNDS, "rounds", "the most one simulated step runs")
+
+
+def check_target(target_groups: int, group_size: int, safety_max_rounds: int) -> None:
+    """Require a step's target and its rounds up to the safety limit to fit the bounds."""
+    target = {"target_groups": target_groups, "group_size": group_size}
+    check_samples(target, MAX_TARGET_SAMPLES, "the most a simulated step's target holds")
+    # slime, ROLL and the oracle refill about the target each round until the safety limit.
+    why = "the most a simulated step draws before its safety limit ends it"
+    check_samples({**target, "safety_max_rounds": safety_max_rounds}, MAX_STEP_SAMPLES, why)
 
 
 @attrs.frozen(kw_only=True)
@@ -335,15 +360,18 @@ class SimulationConfig:
             (:class:`EngineModel` or a mapping; default: unlimited parallel generation).
         group_size: Completions per group (``n_samples_per_prompt``, ``num_generations``).
         target_groups: Groups each step wants to train on (slime's ``rollout_batch_size``,
-            DAPO's ``train_batch_size``; the tasks per round of the per-task strategy).
-        steps: Training steps to simulate.
+            DAPO's ``train_batch_size``; the tasks per round of the per-task strategy);
+            ``target_groups x group_size`` is at most a million samples.
+        steps: Training steps to simulate, at most 100,000.
         seed: Seed of the random streams; the same seed gives the same result.
         failure_rate: Probability that a group's rollout fails (the group is rejected
             as ``external``, like a technical failure in slime).
-        safety_max_rounds: Safety limit on the rounds (waves, generation batches) of one
-            step, for strategies with no cap of their own (slime, ROLL, uncapped DAPO,
-            the oracle). A step that reaches it ends short and is counted in
-            ``safety_limit_hits``.
+        safety_max_rounds: Safety limit on the rounds (waves, generation batches,
+            launches) of one step, for every strategy: it stops those with no cap of their
+            own (slime, ROLL, uncapped DAPO, the oracle) and those whose budget allows
+            more rounds. A step that reaches it ends short and is counted in
+            ``safety_limit_hits``. At most 10,000, and ``target_groups x group_size x
+            safety_max_rounds`` at most a hundred million samples.
 
     .. versionadded:: 0.1.0
     """
@@ -365,12 +393,15 @@ class SimulationConfig:
     )
     group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
     target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
-    steps: int = attrs.field(default=100, converter=as_int, validator=_count)
+    steps: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_steps))
     seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
     failure_rate: float = attrs.field(
         default=0.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
     )
-    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=_count)
+    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
+
+    def __attrs_post_init__(self) -> None:
+        check_target(self.target_groups, self.group_size, self.safety_max_rounds)
 
     @failure_rate.validator
     def _check_failure_rate(self, attribute: attrs.Attribute[float], value: float) -> None:

@@ -17,12 +17,20 @@ from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_real, describe
+from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
 from ._flights import InFlight
+from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
-from ._strategies import check_bool, check_name, check_optional_budget, strategy_dict, to_budget
+from ._strategies import (
+    check_bool,
+    check_name,
+    check_optional_budget,
+    strategy_dict,
+    to_budget,
+    validate_fields,
+)
 from ._stream import StepContext
 
 __all__ = [
@@ -83,17 +91,23 @@ class StreamingLaunches:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "confidence", "race", "partial_rollout")
         race = f",race {self.race:g}" if self.race != 1.0 else ""
         partial = ",partial" if self.partial_rollout else ""
         return f"streaming({self.confidence:g}{race}{partial})"
 
     def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        budget = self._budget(config.target_groups)
+        check_budget_samples(budget, config.target_groups, config.group_size, name=self.name)
+
+    def _budget(self, target: int) -> SamplingBudgetConfig:
+        return self.budget or SamplingBudgetConfig(max_extra_groups=2 * target)
 
     def _session(self, context: StepContext) -> AdmissionSession:
         session = context.memory.get("session")
         if session is None:
-            budget = self.budget or SamplingBudgetConfig(max_extra_groups=2 * context.target_groups)
+            budget = self._budget(context.target_groups)
             session = context.memory["session"] = AdmissionSession(context.policy, budget=budget)
         assert isinstance(session, AdmissionSession)
         return session
@@ -111,8 +125,10 @@ class StreamingLaunches:
         plan = session.stream_plan(
             len(flights), num_generations=size, confidence=self.confidence, race=self.race
         )
+        cut = False  # a launch the safety limit refused
         while True:
-            if plan.launch and launches < context.safety_max_rounds:
+            cut |= bool(plan.launch) and launches >= context.safety_max_rounds
+            if plan.launch and not cut:
                 batch = context.take(plan.launch)
                 flights.launch(batch, context.judge(batch), clock, launches)
                 launches += 1
@@ -137,7 +153,7 @@ class StreamingLaunches:
             group_size=size,
             target=target,
             delivered=(kept, informative),
-            short_stop="budget_exhausted",
+            short_stop="safety_limit" if cut else "budget_exhausted",
             rounds=launches,
             resumed=resumed,
         )
@@ -185,6 +201,12 @@ def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBu
     )
 
 
+def check_pool_budget(budget: SamplingBudgetConfig | None, config: PromptPoolConfig, name: str) -> None:
+    """Refuse a step budget (or the default one) that lets a step generate more than a simulation draws."""
+    target = config.target_groups
+    check_budget_samples(_pool_budget(budget, target), target, config.group_size, name=name)
+
+
 def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> AdmissionSession:
     session = context.memory.get("session")
     if session is None:
@@ -214,7 +236,8 @@ class PoolController:
     name: str = attrs.field(default="controller", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
-        """Runs on any pool."""
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        check_pool_budget(self.budget, config, self.name)
 
     def run_step(self, context: PoolContext) -> None:
         """Plan rounds with :meth:`AdmissionSession.plan` until the target is met or exhausted."""
@@ -222,7 +245,7 @@ class PoolController:
         session.begin_step(context.target_groups)
         # The first round uses the rate carried from the last step (the target without one).
         count = session.plan(num_generations=context.group_size).extra_groups
-        while count:
+        while count and context.more_rounds:
             context.generate(context.next_prompts(count), session)
             count = session.plan(num_generations=context.group_size).extra_groups
         session.end_step()
@@ -274,10 +297,12 @@ class HistorySkipping:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "history")
         return "greso" if self.history.get("mode") == "greso" else "history"
 
     def check(self, config: PromptPoolConfig) -> None:
-        """Runs on any pool."""
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        check_pool_budget(self.budget, config, self.name)
 
     def prompt_history(self, context: PoolContext) -> PromptHistory:
         """The strategy's history (built at the first step, kept in the context's memory)."""
@@ -293,7 +318,7 @@ class HistorySkipping:
         session = _pool_session(context, self.budget)
         history = self.prompt_history(context)
         session.begin_step(context.target_groups)
-        while True:
+        while context.more_rounds:
             plan = self._plan(context, session, history)
             if not plan.generate:
                 break
@@ -332,7 +357,7 @@ class OracleSkipping:
     (:func:`prompts_needed` with the budget's confidence), under the budget's caps.
 
     Args:
-        skip_below: The threshold.
+        skip_below: The threshold, an informative probability in ``[0, 1]``.
         budget: The step caps (default as :class:`PoolController`).
         name: The label in results.
 
@@ -340,14 +365,17 @@ class OracleSkipping:
     """
 
     kind: ClassVar[str] = "oracle_skip"
-    skip_below: float = attrs.field(default=0.1, converter=as_float, validator=(check_real, check_finite))
+    skip_below: float = attrs.field(
+        default=0.1, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
+    )
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=to_budget, validator=check_optional_budget
     )
     name: str = attrs.field(default="oracle_skip", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
-        """Runs on any pool."""
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        check_pool_budget(self.budget, config, self.name)
 
     def run_step(self, context: PoolContext) -> None:
         """Skip by the truth, size by the truth, until the target is met or a cap binds."""
@@ -356,11 +384,16 @@ class OracleSkipping:
         rates, size = context.rates(), context.group_size
         informative = 1.0 - rates**size - (1.0 - rates) ** size
         confidence = session.controller.config.confidence
-        while session.plan(num_generations=size).remaining_target_groups:
+        while context.more_rounds and session.plan(num_generations=size).remaining_target_groups:
             remaining = session.plan(num_generations=size).remaining_target_groups
             kept: list[int] = []
-            while prompts_needed(informative[kept].tolist(), remaining, confidence) >= len(kept):
+            offered = 0  # one pass over the pool at most: all a round can find above the threshold
+            while (
+                prompts_needed(informative[kept].tolist(), remaining, confidence) >= len(kept)
+                and offered < context.pool.config.size
+            ):
                 batch = context.next_prompts(context.target_groups)
+                offered += len(batch)
                 context.skip([p for p in batch if informative[p] < self.skip_below])
                 kept += [p for p in batch if informative[p] >= self.skip_below]
             count = prompts_needed(informative[kept].tolist(), remaining, confidence)

@@ -15,6 +15,7 @@ from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
 from ._prompt_pool import DIFFICULTY_BINS, PoolContext, PromptPool, PromptPoolConfig
 from ._results import NamedResults, aligned_table
+from ._simulate import check_simulated_policy
 
 __all__ = [
     "POOL_STRATEGY_KINDS",
@@ -50,8 +51,9 @@ class PoolStrategyResult:
         wrongly_skipped: Of those, prompts whose group (the one they would have got, by
             common random numbers) the policy would have admitted.
         wrongly_skipped_share: ``wrongly_skipped / skipped_prompts`` (``None`` without skips).
-        time_per_step: Mean generation time per step (rounds back to back).
+        time_per_step: Mean generation time per step, in decoding steps (rounds back to back).
         rounds_per_step: Mean rounds per step.
+        safety_limit_hits: Steps that ran ``safety_max_rounds`` rounds short of their target.
         epochs: Epochs of the pool begun.
         by_difficulty: Per difficulty bin (:data:`DIFFICULTY_BINS`): groups generated,
             prompts skipped, wrongly skipped, groups trained on.
@@ -75,6 +77,7 @@ class PoolStrategyResult:
     wrongly_skipped_share: float | None
     time_per_step: float
     rounds_per_step: float
+    safety_limit_hits: int
     epochs: int
     by_difficulty: Mapping[str, Mapping[str, int]]
     per_step: tuple[Mapping[str, Any], ...] = attrs.field(default=(), repr=False, eq=False)
@@ -115,6 +118,7 @@ def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: in
         wrongly_skipped_share=totals["wrongly_skipped"] / totals["skipped"] if totals["skipped"] else None,
         time_per_step=sum(float(t["time"]) for t in tallies) / len(tallies),
         rounds_per_step=totals["rounds"] / len(tallies),
+        safety_limit_hits=sum(bool(t["safety_limit"]) for t in tallies),
         epochs=epochs,
         by_difficulty=by_difficulty,
         per_step=per_step,
@@ -136,7 +140,10 @@ class PoolResult(NamedResults[PoolStrategyResult]):
 
     def format_table(self) -> str:
         """The main figures as an aligned plain-text table, one row per strategy."""
-        header = ("strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "epochs")
+        header = (
+            "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "safety hits",
+            "epochs",
+        )  # fmt: skip
         rows = [header]
         for r in self.results:
             share = "-" if r.wrongly_skipped_share is None else f"{r.wrongly_skipped_share:.3f}"
@@ -150,6 +157,7 @@ class PoolResult(NamedResults[PoolStrategyResult]):
                     str(r.generated_tokens),
                     str(r.skipped_prompts),
                     share,
+                    str(r.safety_limit_hits),
                     str(r.epochs),
                 )
             )
@@ -223,6 +231,7 @@ def simulate_pool(
     if policy is None:
         policy = GroupAdmissionConfig(min_reward_std=1e-6)
     judge = policy if isinstance(policy, GroupAdmissionPolicy) else GroupAdmissionPolicy(policy)
+    check_simulated_policy(judge.config, None)
     chosen = as_pool_strategies(strategies)
     for strategy in chosen:
         strategy.check(config)
@@ -233,7 +242,12 @@ def simulate_pool(
         for strategy in chosen:
             context = PoolContext(pool, judge, step, cursors[strategy.name])
             strategy.run_step(context)
-            tallies[strategy.name].append({**context.tally, "target": context.target_groups})
+            tally = {
+                **context.tally,
+                "target": context.target_groups,
+                "safety_limit": context.safety_limit_hit,
+            }
+            tallies[strategy.name].append(tally)
     return PoolResult(
         config=config,
         policy=judge.config,

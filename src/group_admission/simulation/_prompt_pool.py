@@ -28,7 +28,8 @@ from .._loading import from_mapping, load_yaml_mapping
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession
 from .._validation import as_float, as_int, check_finite, check_ge, check_int, check_range, check_real
-from ._models import ResponseLengthModel
+from ._limits import MAX_POOL_SAMPLES, check_samples
+from ._models import ResponseLengthModel, check_rounds, check_steps, check_target
 
 __all__ = ["DIFFICULTY_BINS", "PoolContext", "PromptPool", "PromptPoolConfig", "difficulty_bin"]
 
@@ -45,6 +46,8 @@ DIFFICULTY_BINS: tuple[tuple[str, float], ...] = (
 )
 _EDGES = np.array([edge for _, edge in DIFFICULTY_BINS[:-1]])
 _count = (check_int, check_ge(1))
+#: Epoch orders a pool keeps (each is recomputed from its seed when needed again).
+_ORDERS_KEPT = 16
 
 
 def difficulty_bin(rates: FloatArray) -> IntArray:
@@ -79,16 +82,21 @@ class PromptPoolConfig:
     new shuffled order.
 
     Args:
-        size: Prompts in the pool.
+        size: Prompts in the pool; ``size x group_size`` is at most ten million samples
+            (each step draws a group of every prompt).
         group_size: Completions per group.
-        target_groups: Informative groups each step trains on.
-        steps: Training steps.
+        target_groups: Informative groups each step trains on; ``target_groups x
+            group_size`` is at most a million samples.
+        steps: Training steps, at most 100,000.
         seed: Seed of every draw.
         logit_mean: Mean of the initial logit pass rates.
         logit_std: Their spread (a large spread piles prompts up near 0 and 1).
         learnable_share: Share of prompts the model learns, in ``[0, 1]``.
         learning_rate: Mean logit gain per 100 steps of a learnable prompt.
         lengths: Response lengths (a :class:`ResponseLengthModel` or mapping).
+        safety_max_rounds: Safety limit on the rounds of one step, at most 10,000, for a
+            strategy whose budget allows more (a step that reaches it ends short and is
+            counted in ``safety_limit_hits``).
 
     .. versionadded:: 0.2.0
     """
@@ -96,7 +104,7 @@ class PromptPoolConfig:
     size: int = attrs.field(default=512, converter=as_int, validator=_count)
     group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
     target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
-    steps: int = attrs.field(default=300, converter=as_int, validator=_count)
+    steps: int = attrs.field(default=300, converter=as_int, validator=(*_count, check_steps))
     seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
     logit_mean: float = attrs.field(default=-1.0, converter=as_float, validator=(check_real, check_finite))
     logit_std: float = attrs.field(
@@ -111,6 +119,12 @@ class PromptPoolConfig:
     lengths: ResponseLengthModel = attrs.field(
         factory=ResponseLengthModel, converter=_as_lengths, validator=_check_lengths
     )
+    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
+
+    def __attrs_post_init__(self) -> None:
+        check_target(self.target_groups, self.group_size, self.safety_max_rounds)
+        why = "the most a simulated pool draws per step (a group of every prompt)"
+        check_samples({"size": self.size, "group_size": self.group_size}, MAX_POOL_SAMPLES, why)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> PromptPoolConfig:
@@ -151,12 +165,16 @@ class PromptPool:
 
     def rates(self, step: int) -> FloatArray:
         """Every prompt's true pass rate at ``step``."""
-        rates: FloatArray = 1.0 / (1.0 + np.exp(-(self._logits + self._gains * step)))
+        with np.errstate(over="ignore"):  # a logit beyond +-709: exp overflows, the rate is 0 or 1
+            rates: FloatArray = 1.0 / (1.0 + np.exp(-(self._logits + self._gains * step)))
         return rates
 
     def order(self, epoch: int) -> IntArray:
         """The order in which ``epoch`` visits the pool."""
         if epoch not in self._orders:
+            # Strategies are a few epochs apart at most: keep the latest orders, not every one.
+            if len(self._orders) >= _ORDERS_KEPT:
+                del self._orders[min(self._orders)]
             rng = np.random.default_rng(np.random.SeedSequence([self.config.seed, 1, epoch]))
             self._orders[epoch] = rng.permutation(self.config.size).astype(np.int64)
         return self._orders[epoch]
@@ -200,6 +218,7 @@ class PoolContext:
         step: The step index.
         target_groups: Informative groups the step trains on.
         group_size: Completions per group.
+        safety_max_rounds: The rounds a step may run at most.
         policy: The admission policy.
         memory: A dict a strategy may use to carry state to its next step.
 
@@ -213,6 +232,7 @@ class PoolContext:
         self.step = step
         self.target_groups = pool.config.target_groups
         self.group_size = pool.config.group_size
+        self.safety_max_rounds = pool.config.safety_max_rounds
         self.policy = policy
         self.memory: dict[str, Any] = cursor.setdefault("memory", {})
         self._cursor = cursor
@@ -235,6 +255,16 @@ class PoolContext:
             "wrongly_skipped_by_bin": np.zeros(bins, dtype=np.int64),
             "trained_by_bin": np.zeros(bins, dtype=np.int64),
         }
+
+    @property
+    def more_rounds(self) -> bool:
+        """Whether the step may run another round (its safety limit is not reached)."""
+        return int(self.tally["rounds"]) < self.safety_max_rounds
+
+    @property
+    def safety_limit_hit(self) -> bool:
+        """Whether the step ran its last allowed round short of its target."""
+        return not self.more_rounds and int(self.tally["trained"]) < self.target_groups
 
     @property
     def epoch(self) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "STRATEGY_KINDS",
     "PreparedSimulation",
     "SimulationResult",
+    "check_simulated_policy",
     "default_strategies",
     "prepare_simulation",
     "run_simulation",
@@ -66,7 +67,7 @@ _TABLE = (
     ("exhausted", "budget_exhaustion_rate", "{:.3f}"),
     ("rounds", "rounds_per_step", "{:.2f}"),
     ("max rounds", "max_rounds_per_step", "{}"),
-    ("time", "time_per_step", "{:.0f}"),
+    ("time (decoding steps)", "time_per_step", "{:.0f}"),
     ("groups", "generated_groups", "{}"),
     ("surplus", "surplus_groups", "{}"),
     ("samples", "generated_samples", "{}"),
@@ -154,19 +155,34 @@ def _as_policy(policy: Any) -> GroupAdmissionPolicy:
     return policy
 
 
-def _check_policy(policy: GroupAdmissionPolicy, config: SimulationConfig) -> None:
-    if policy.config.similarity_gate_enabled:
+def check_simulated_policy(policy: GroupAdmissionConfig, simulation: SimulationConfig | None) -> None:
+    """
+    Refuse a policy that simulated groups cannot be judged by, before anything runs.
+
+    Simulated groups have no completion texts; ``gate_on`` must name components of the
+    task model of ``simulation`` (``None``: a prompt pool, whose rewards have no components).
+    """
+    if policy.similarity_gate_enabled:
         msg = (
             "'max_mean_pairwise_similarity' must be None for a simulation: simulated groups "
-            f"have no completion texts (got {policy.config.max_mean_pairwise_similarity!r})"
+            f"have no completion texts (got {policy.max_mean_pairwise_similarity!r})"
         )
         raise ValueError(msg)
-    gate_on = policy.config.gate_on or ()
-    unknown = [name for name in gate_on if name not in config.tasks.components]
+    gate_on = policy.gate_on
+    if simulation is None:
+        if gate_on is not None:
+            msg = (
+                "'gate_on' must be None for simulate_pool: the pool's rewards have no "
+                f"components (got {gate_on!r})"
+            )
+            raise ValueError(msg)
+        return
+    tasks = simulation.tasks
+    unknown = [name for name in gate_on or () if name not in tasks.components]
     if unknown:
         msg = (
-            f"'gate_on' names reward component(s) {unknown!r} that the {config.tasks.kind} task "
-            f"model does not produce (it has {list(config.tasks.components)!r})"
+            f"'gate_on' names reward component(s) {unknown!r} that the {tasks.kind} task "
+            f"model does not produce (it has {list(tasks.components)!r})"
         )
         raise ValueError(msg)
 
@@ -258,7 +274,7 @@ def prepare_simulation(
     """
     config = coerce_config(SimulationConfig, config)
     judge = _as_policy(policy)
-    _check_policy(judge, config)
+    check_simulated_policy(judge.config, config)
     if budget is not None:
         budget = to_budget(budget)
         if not isinstance(budget, SamplingBudgetConfig):

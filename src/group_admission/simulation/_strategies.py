@@ -18,8 +18,9 @@ from .._budget import SamplingBudgetConfig
 from .._host_rules.ragen import ragen_top_p
 from .._session import AdmissionSession
 from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
+from ._limits import check_budget_samples
 from ._models import SimulationConfig
-from ._results import StepOutcome, StepTally
+from ._results import StepOutcome, StepTally, StopReason
 from ._stream import StepContext
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "ragen_top_p",
     "strategy_dict",
     "to_budget",
+    "validate_fields",
 ]
 
 
@@ -82,6 +84,19 @@ def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) ->
     if not isinstance(value, bool):
         msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
         raise TypeError(msg)
+
+
+def validate_fields(strategy: Any, *names: str) -> None:
+    """
+    Run the validators of the fields ``names`` of ``strategy`` now.
+
+    attrs computes a default before it runs any validator, so a default ``name`` built
+    from other fields calls this first: a bad field is then reported as such, not as a
+    failure to format it.
+    """
+    for field in attrs.fields(type(strategy)):
+        if field.name in names and field.validator is not None:
+            field.validator(strategy, field, getattr(strategy, field.name))
 
 
 def to_budget(value: Any) -> Any:
@@ -174,6 +189,7 @@ class RagenTopP:
 
     @name.default
     def _default_name(self) -> str:
+        validate_fields(self, "top_p")
         return f"ragen(top_p={self.top_p:g})"
 
     def check(self, config: SimulationConfig) -> None:
@@ -242,8 +258,8 @@ class ControllerResampling:
 
     @name.default
     def _default_name(self) -> str:
-        # Defaults are computed before validators run: a bad budget is reported by its validator.
-        planned = self.budget.mode if isinstance(self.budget, SamplingBudgetConfig) else "expected"
+        validate_fields(self, "budget", "mode", "carry_rate")
+        planned = self.budget.mode if self.budget is not None else "expected"
         return f"controller({self.mode or planned}{',carry' if self.carry_rate else ''})"
 
     def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
@@ -254,7 +270,9 @@ class ControllerResampling:
         return budget if self.mode is None else attrs.evolve(budget, mode=self.mode)
 
     def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        budget = self.effective_budget(config.target_groups)
+        check_budget_samples(budget, config.target_groups, config.group_size, name=self.name)
 
     def _session(self, context: StepContext) -> AdmissionSession:
         if not self.carry_rate:
@@ -276,17 +294,18 @@ class ControllerResampling:
         if state is not None and state.effective_rate_ema is not None:
             count = session.plan(num_generations=size).extra_groups or target
         tally = StepTally(size)
-        while count:
+        while count and tally.rounds < context.safety_max_rounds:
             batch = context.take(count)
             tally.add(batch, context.judge_in(session, batch).result)
             count = session.plan(num_generations=size).extra_groups
         report = session.end_step()
+        short: StopReason = "safety_limit" if count else "budget_exhausted"
         return tally.outcome(
             target_groups=target,
             delivered_groups=report.trained_groups,
             delivered_informative=report.trained_groups,
             surplus_groups=report.surplus_groups,
-            stop="budget_exhausted" if report.short_groups else "target_met",
+            stop=short if report.short_groups else "target_met",
             exhausted_slots=report.short_groups,
         )
 
@@ -326,7 +345,9 @@ class PerTaskRetry:
     name: str = attrs.field(default="per_task_retry", validator=check_name)
 
     def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
+        """Refuse a per-task budget that lets a step generate more than a simulation draws."""
+        size = config.group_size
+        check_budget_samples(self.budget, 1, size, name=self.name, tasks=config.target_groups)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Judge one group per task, then retry the rejected tasks within their caps."""
@@ -341,7 +362,7 @@ class PerTaskRetry:
             session.begin_step(1)
             session.record(result.decision(task), generated_tokens=int(batch.tokens[task].sum()))
         pending = list(sessions)
-        while pending:
+        while pending and tally.rounds < context.safety_max_rounds:
             wanted = {task: sessions[task].plan(num_generations=size).extra_groups for task in pending}
             owners = np.repeat(list(wanted), list(wanted.values()))
             if not len(owners):
@@ -358,13 +379,16 @@ class PerTaskRetry:
         reports = [session.end_step() for session in sessions.values()]
         informative = int(result.admitted.sum()) + sum(report.trained_groups for report in reports)
         exhausted = sum(report.exhausted for report in reports)
+        # Tasks still retrying at the safety limit are left short, without their budget spent.
+        cut = bool(pending) and tally.rounds >= context.safety_max_rounds
+        stop: StopReason = "safety_limit" if cut else "budget_exhausted" if exhausted else "target_met"
         return tally.outcome(
             target_groups=target,
             delivered_groups=informative,
             delivered_informative=informative,
             surplus_groups=sum(report.surplus_groups for report in reports),
-            stop="budget_exhausted" if exhausted else "target_met",
-            exhausted_slots=exhausted,
+            stop=stop,
+            exhausted_slots=target - informative if cut else exhausted,
         )
 
     def to_dict(self) -> dict[str, Any]:

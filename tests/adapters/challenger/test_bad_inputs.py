@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
 
 from group_admission import StepLifecycleError
-from group_admission.adapters.challenger import ChallengerAdmission, with_group_admission
+from group_admission.adapters.challenger import ChallengerAdmission, last_assistant_text, with_group_admission
 
 from .twinkle_types import trajectory
 
@@ -93,6 +94,13 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "call begin_batch(target_groups) before admitted_groups() when a sampling budget is set",
     ),
     (
+        # It raised AttributeError ('list' object has no attribute 'get').
+        "last_assistant_text of a list",
+        lambda: last_assistant_text([1]),
+        TypeError,
+        "'trajectory' must be a trajectory dict (got [1] of type list)",
+    ),
+    (
         "mixin on an instance",
         lambda: with_group_admission(object()),
         TypeError,
@@ -121,6 +129,10 @@ DATA_CASES = [
     (_member(rewards=[[1.0], [0.0, 1.0]]), STRICT, "non_numeric_reward"),
     (_member(rewards=object()), STRICT, "non_numeric_reward"),
     (_member(rewards=float("nan")), STRICT, "non_finite_reward"),
+    # Beyond the float range: the reader raised OverflowError.
+    (_member(rewards=10**400), STRICT, "non_finite_reward"),
+    (_member(rewards=-(10**400)), STRICT, "non_finite_reward"),
+    (_member(rewards=Fraction(10**400, 3)), STRICT, "non_finite_reward"),
     (_member(messages=5), SIMILAR, "missing_completion"),
     (_member(messages="the answer"), SIMILAR, "missing_completion"),
     (_member(messages=[{"role": "tool", "content": "out"}, "noise"]), SIMILAR, "missing_completion"),

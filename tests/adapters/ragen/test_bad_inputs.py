@@ -57,6 +57,20 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "ContextManager writes) (got keys [])",
     ),
     (
+        # A plain dict raised KeyError when the kept rows were masked, after judging.
+        "batch.batch a plain dict",
+        lambda: _filter(_scores(torch.tensor([[1.0], [0.0], [1.0], [0.0]]))),
+        TypeError,
+        "'batch.batch' must be a TensorDict, as in a verl DataProto (got a dict with keys "
+        "['original_rm_scores'])",
+    ),
+    (
+        "the batch a plain dict",
+        lambda: _filter({"original_rm_scores": torch.zeros(4, 1)}),
+        TypeError,
+        "the RAGEN batch must be a verl DataProto (got a dict with keys ['original_rm_scores'])",
+    ),
+    (
         "scores as numpy",
         lambda: _filter(_scores(np.zeros((4, 3)))),
         TypeError,

@@ -4,10 +4,11 @@ Parity of RAGEN's selection (``group_admission._host_rules.ragen``) with RAGEN's
 
 Two tables: hand-worked vectors, one per code path of RAGEN@20daedc's
 ``ragen/trainer/rollout_filter.py`` (the issue's examples among them), run through the
-adapter's torch entry point, and ``ragen_selection_golden.json``: 400 drawn cases whose
-expected selections were produced by running RAGEN's own method (``ragen_golden_gen.py``,
-torch 2.13.0), checked against the numpy host rule that the adapter and the simulator share.
-Property tests hold the host rule's sort and top-k tie order to torch's own CPU kernels.
+adapter's torch entry point, and ``ragen_selection_golden.json``: 560 drawn cases (160 of
+them with NaN and infinite scores) whose expected selections were produced by running
+RAGEN's own method (``ragen_golden_gen.py``, torch 2.13.0), checked against the numpy host
+rule that the adapter and the simulator share. Property tests hold the host rule's sort,
+top-k tie order and ``searchsorted`` to torch's own CPU kernels.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission._host_rules.ragen import _torch_sort, _torch_topk, select_top_groups
+from group_admission._host_rules.ragen import _torch_searchsorted, _torch_sort, _torch_topk, select_top_groups
 from group_admission.adapters.ragen import SUPPORTED_VERSIONS, RagenSelection, select_groups
 
+NAN, INF = float("nan"), float("inf")
 GOLDEN = json.loads(Path(__file__).with_name("ragen_selection_golden.json").read_text(encoding="utf-8"))
 
 
@@ -75,6 +77,15 @@ HAND_TABLE = [
     ([4.0, 3.0, 2.0, 1.0], {"strategy": "min_p", "value": 0.5}, [0, 1, 2]),
     # min_p smallest keeps scores <= min / value (here <= 2).
     ([4.0, 3.0, 2.0, 1.0], {"strategy": "min_p", "value": 0.5, "filter_type": "smallest"}, [2, 3]),
+    # Groups of one sample: every std is NaN, so is the softmax and its cumulative sum;
+    # torch.searchsorted passes every NaN, so RAGEN keeps every group.
+    ([NAN, NAN, NAN], {"value": 0.9, "top_p_prob_mode": "softmax"}, [0, 1, 2]),
+    # One infinite score: softmax gives NaN everywhere (inf - inf), and again all are kept.
+    ([INF, 1.0, 0.5], {"value": 0.5, "top_p_prob_mode": "softmax"}, [0, 1, 2]),
+    # A NaN sum makes the linear threshold NaN: the walk takes every group, then keeps none.
+    ([NAN, 1.0, 0.5], {"value": 0.5}, []),
+    # NaN is not > 1e-10: with include_zero false a one-sample group is never a candidate.
+    ([NAN, 1.0, 0.5], {"value": 0.5, "top_p_prob_mode": "softmax", "include_zero": False}, [1]),
 ]
 
 
@@ -89,7 +100,8 @@ class TestGoldenTable:
     def test_golden_pins_ragen_commit(self):
         """The golden cases were produced from the RAGEN commit the adapter mirrors."""
         assert GOLDEN["ragen_commit"].startswith("20daedc")
-        assert len(GOLDEN["cases"]) == 400
+        assert len(GOLDEN["cases"]) == 560
+        assert sum(not np.isfinite(case["scores"]).all() for case in GOLDEN["cases"]) >= 130
         assert {"ragen": f"mll-lab-nu/RAGEN@{GOLDEN['ragen_commit']}"} == SUPPORTED_VERSIONS
 
     @pytest.mark.parametrize("case", GOLDEN["cases"], ids=lambda c: f"{c['strategy']}-{len(c['scores'])}")
@@ -126,6 +138,17 @@ class TestTorchTieOrder:
         k = data.draw(st.integers(1, len(scores)))
 
         assert torch.topk(torch.tensor(values), k).indices.tolist() == _torch_topk(values, k).tolist()
+
+    @given(
+        values=st.lists(st.sampled_from([0.1, 0.25, 0.5, 0.9, 1.0, NAN]), max_size=40),
+        value=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0, 2.0]),
+    )
+    def test_searchsorted_is_torch_searchsorted(self, values, value):
+        """A cumulative sum with NaN entries is searched as torch does: NaN passes as smaller."""
+        cumulative = np.asarray(sorted(values, key=lambda v: (v != v, v)), dtype=np.float32)
+        expected = torch.searchsorted(torch.tensor(cumulative), value).item()
+
+        assert expected == _torch_searchsorted(cumulative, np.float32(value))
 
     def test_large_tied_batches_keep_torchs_choice(self):
         """With 40 tied groups and top_k, the kept groups are the ones torch's topk keeps."""

@@ -44,8 +44,14 @@ def last_assistant_text(trajectory: Trajectory) -> str | None:
     Returns ``None`` when there is no assistant message (a missing completion for the
     redundancy gate), ``""`` for one without content; content given as parts is joined.
 
+    Raises:
+        TypeError: ``trajectory`` is not a mapping.
+
     .. versionadded:: 0.1.0
     """
+    if not isinstance(trajectory, Mapping):
+        msg = f"'trajectory' must be a trajectory dict (got {describe(trajectory)})"
+        raise TypeError(msg)
     messages = trajectory.get("messages")
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         return None
@@ -66,6 +72,8 @@ def _reward(value: Any) -> tuple[float | None, bool]:
         if isinstance(value, (str, bytes)) or np.ndim(value):  # text, or an array of several values
             return math.nan, False
         return float(value), True
+    except OverflowError:  # an int or a fraction beyond the float range: a non-finite reward
+        return (math.inf if value > 0 else -math.inf), True
     except (TypeError, ValueError):
         return math.nan, False
 

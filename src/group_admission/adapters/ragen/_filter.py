@@ -44,6 +44,9 @@ class GroupLayout(NamedTuple):
 
 def _score_rows(torch: Any, batch: Any) -> Any:
     """Each row's reward, ``original_rm_scores.sum(-1)``."""
+    if isinstance(batch, Mapping):
+        msg = f"the RAGEN batch must be a verl DataProto (got a dict with keys {sorted(map(str, batch))})"
+        raise TypeError(msg)
     tensors = getattr(batch, "batch", None)
     # TensorDict refuses `key in td`; membership goes through keys().
     if tensors is None or "original_rm_scores" not in tensors.keys():  # noqa: SIM118
@@ -61,6 +64,13 @@ def _score_rows(torch: Any, batch: Any) -> Any:
     if scores.ndim != 2:
         msg = f"{where} must be a 2-D tensor (rows, tokens) (got {tuple(scores.shape)})"
         raise ValueError(msg)
+    if isinstance(tensors, dict):
+        # The kept rows are masked as TensorDict rows; a dict would fail only after judging.
+        msg = (
+            "'batch.batch' must be a TensorDict, as in a verl DataProto (got a dict with keys "
+            f"{sorted(map(str, tensors))})"
+        )
+        raise TypeError(msg)
     if not scores.is_floating_point():
         # Integer or bool scores (a 0/1 verifier) are rewards too; torch's std refuses them.
         scores = scores.to(torch.get_default_dtype())
