@@ -50,7 +50,17 @@ from grpo_gsm8k.grpo import (
 )
 from grpo_gsm8k.observers import RoundLog, Stopwatch
 from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
-from grpo_gsm8k.report import JsonlLog, format_step, format_summary, start_prometheus, summarise, write_plot
+from grpo_gsm8k.report import (
+    JsonlLog,
+    format_legend,
+    format_step,
+    format_summary,
+    on_a_terminal,
+    plain_output,
+    start_prometheus,
+    summarise,
+    write_plot,
+)
 from grpo_gsm8k.rewards import answers_match, extract_answer
 from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
 from grpo_gsm8k.skipping import SkippingStream
@@ -414,6 +424,9 @@ def train(config: TrainConfig) -> RunResult:
     """Run the whole recipe; returns the per-step records and the summary."""
     from tqdm.auto import tqdm
 
+    interactive = on_a_terminal()
+    if not interactive:  # a log file: no carriage returns, one plain line per step
+        plain_output()
     output = Path(config.output_dir)
     run = _start(config, output)
     result = RunResult(
@@ -422,7 +435,14 @@ def train(config: TrainConfig) -> RunResult:
     if run.held_out:
         result.eval_accuracy["before"] = _evaluate(run, result, 0, 0)
     session, version, samples = _session(config), 0, 0
-    bar = tqdm(total=config.steps, desc="GRPO", unit="step", disable=not config.progress, dynamic_ncols=True)
+    print(format_legend(config.batch_size, config.num_generations, config.brevity_weight), flush=True)
+    bar = tqdm(
+        total=config.steps,
+        desc="GRPO",
+        unit="step",
+        disable=not (config.progress and interactive),
+        dynamic_ncols=True,
+    )
     try:
         for step in range(1, config.steps + 1):
             # One session carries its rate estimate from step to step; carry_rate=false starts afresh.
@@ -433,7 +453,11 @@ def train(config: TrainConfig) -> RunResult:
             record["samples_total"] = samples
             run.log.write(record)
             result.steps.append(record)
-            bar.write(format_step(record))
+            line = format_step(record)
+            if bar.disable:  # plain lines, flushed, so a log file can be followed as it grows
+                print(line, flush=True)
+            else:
+                bar.write(line)
             bar.set_postfix(
                 reward=f"{record['reward']:.2f}", informative=f"{record['informative_after']:.0%}"
             )
@@ -463,7 +487,7 @@ def _finish(run: _Run, result: RunResult) -> None:
     result.summary["eval_curve"] = result.eval_curve
     (output / "summary.json").write_text(json.dumps(result.summary, indent=2))
     if config.plot and result.steps:
-        write_plot(result.steps, output / "curves.png")
+        write_plot(result.steps, output / "curves.png", result.eval_curve)
     if config.save_model:
         run.model.save_pretrained(output / "model")
         run.tokenizer.save_pretrained(output / "model")
