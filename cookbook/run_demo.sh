@@ -18,5 +18,5 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" TOKENIZERS_PARALLELISM=false MPLB
 
 phase "building the demo's problems and tiny policy (once, about 20 s; then reused)" \
   .venv/bin/python cookbook/grpo_gsm8k/offline/prepare_demo.py
-echo "==> training (cookbook/grpo_gsm8k/offline/config.yaml)"
-exec .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml "$@"
+phase "training (cookbook/grpo_gsm8k/offline/config.yaml)" \
+  .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml "$@"

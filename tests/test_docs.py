@@ -101,12 +101,12 @@ def parse(page: Path) -> list[Block]:
         end = next(j for j in range(index + 1, len(lines)) if lines[j].rstrip() == "```")
         body = lines[index + 1 : end]
         above = DIRECTIVE.match(lines[index - 1]) if index else None
-        header = {"name": "", "continues": ()}
-        for first in body[:2]:
+        name, continues = "", ()
+        for first in body[:2]:  # the header: "# example: NAME" and/or "# continues: NAME, ..."
             if match := EXAMPLE.match(first):
-                header["name"] = match.group(1)
+                name = match.group(1)
             elif match := CONTINUES.match(first):
-                header["continues"] = tuple(match.group(1).split(", "))
+                continues = tuple(match.group(1).split(", "))
         blocks.append(
             Block(
                 page=page,
@@ -114,7 +114,8 @@ def parse(page: Path) -> list[Block]:
                 lang=opening.group(1),
                 text="\n".join(body) + "\n",
                 directive=above.group(1) if above else "",
-                **header,  # type: ignore[arg-type]
+                name=name,
+                continues=continues,
             )
         )
         index = end + 1
@@ -334,6 +335,15 @@ def test_directives_and_headers_are_well_formed() -> None:
                 assert any(b.page == page and b.line == number + 1 for b in BLOCKS), (
                     f"{page.relative_to(ROOT)}:{number}: a docs-test directive must be just above a fence"
                 )
+
+
+def test_expected_output_matches_line_by_line_with_ellipsis() -> None:
+    assert matches("a  \nb\nc\n", "a\nb\nc")  # trailing spaces do not count
+    assert matches("a\nb\nc\nd\n", "a\n...\nd\n")
+    assert matches("a\nd\n", "a\n  ...\nd")  # "..." may stand for no line
+    assert not matches("a\nb\n", "a\n")  # every printed line is shown
+    assert not matches("a\nb (x)\n", "a\nb (y)\n")
+    assert not matches("a.b\n", "a*b\n")  # the expected text is literal
 
 
 def test_the_quickstart_runs(capsys: pytest.CaptureFixture[str]) -> None:

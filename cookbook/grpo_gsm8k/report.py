@@ -8,13 +8,17 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from group_admission import RejectionReason
 from grpo_gsm8k.recipe import StepObserver
 
+if TYPE_CHECKING:
+    from grpo_gsm8k.config import TrainConfig
+
 __all__ = [
     "JsonlLog",
+    "StepLines",
     "curves_figure",
     "format_legend",
     "format_step",
@@ -85,6 +89,44 @@ def format_step(record: Mapping[str, Any]) -> str:
         f" | gen {seconds['generation']:.2f}s adm {1000 * seconds['admission']:.1f}ms"
         f" ({record['admission_share']:.2%}) train {seconds['training']:.2f}s"
     )
+
+
+class StepLines:
+    """
+    The step lines of a run, after the legend: under a progress bar on a terminal, else as
+    plain lines, flushed one by one, with every library's progress bar off (a log file then
+    has no carriage returns and can be followed as it grows).
+    """
+
+    def __init__(self, config: TrainConfig) -> None:
+        from tqdm.auto import tqdm
+
+        interactive = on_a_terminal()
+        if not interactive:
+            plain_output()
+        print(format_legend(config.batch_size, config.num_generations, config.brevity_weight), flush=True)
+        self._bar = tqdm(
+            total=config.steps,
+            desc="GRPO",
+            unit="step",
+            disable=not (config.progress and interactive),
+            dynamic_ncols=True,
+        )
+
+    def show(self, record: Mapping[str, Any]) -> None:
+        """Print the step's line and advance the bar."""
+        line = format_step(record)
+        if self._bar.disable:
+            print(line, flush=True)
+            return
+        self._bar.write(line)
+        self._bar.set_postfix(
+            reward=f"{record['reward']:.2f}", informative=f"{record['informative_after']:.0%}"
+        )
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 class JsonlLog:
