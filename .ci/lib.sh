@@ -46,9 +46,9 @@ ensure_dev_venv() {
   fi
   new_venv .venv
   # torch first and alone: it is half of the install (about 0.9 GB of the venv's 1.7 GB).
-  phase "installing torch (CPU build, about 25 s)" \
+  phase "installing torch (CPU build, 25-50 s)" \
     .venv/bin/python -m pip install --quiet "$(grep '^torch==' requirements-dev.txt)"
-  phase "installing the rest of requirements-dev.txt (about 30 s)" \
+  phase "installing the rest of requirements-dev.txt (30-90 s)" \
     .venv/bin/python -m pip install --quiet -r requirements-dev.txt
   mark_venv_current .venv requirements-dev.txt
 }

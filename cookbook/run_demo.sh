@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export HF_HOME="${HF_HOME:-$PWD/.cache/huggingface}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 
-phase "building the demo's problems and tiny policy (once, about 20 s; then reused)" \
+phase "building the demo's problems and tiny policy (once, 10-35 s; then reused)" \
   .venv/bin/python cookbook/grpo_gsm8k/offline/prepare_demo.py
 phase "training (cookbook/grpo_gsm8k/offline/config.yaml)" \
   .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml "$@"
