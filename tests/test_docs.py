@@ -22,7 +22,7 @@ who adds or edits a code block:
   runs it instead (``tests/cookbook/test_smoke.py::test_name``, ``.ci/verl``); every path
   it names must exist. A bash block that installs, clones, trains or runs a lane (``pip
   install``, ``.ci/...``, ``train.py``...) fails until it is declared so.
-  ``<!-- docs-test: output -->`` this text block is what the runnable block above prints.
+  ``<!-- docs-test: output -->`` this text block is what the runnable block above prints (stdout).
   ``<!-- docs-test: output of: COMMAND -->`` this text block is what COMMAND prints.
   ``<!-- docs-test: file: PATH -->`` this block is the whole file PATH (an example that ships).
   ``<!-- docs-test: excerpt: PATH -->`` this block appears verbatim in PATH. A shown file or
@@ -175,6 +175,20 @@ for where, line, source in json.load(open(sys.argv[1])):
 """
 
 
+def shell(command: list[str], cwd: Path, *, merge: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in ``cwd`` as the reader's shell would; ``merge`` puts stderr into stdout."""
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
 def run(blocks: list[Block], tmp_path: Path) -> str:
     """Run a chain of blocks from a scratch root; return what the last one printed on stdout."""
     cwd = scratch_root(tmp_path)
@@ -188,9 +202,7 @@ def run(blocks: list[Block], tmp_path: Path) -> str:
                 f"{blocks[-1].where} runs {heavy.group(0)!r}: declare it <!-- docs-test: skip: ... -->"
             )
         command = ["bash", "-eo", "pipefail", "-c", "".join(f"{b.text}echo '{SENTINEL}'\n" for b in blocks)]
-    done = subprocess.run(
-        command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=TIMEOUT, check=False
-    )
+    done = shell(command, cwd)
     if done.returncode:
         pytest.fail(
             f"{blocks[-1].where} failed (exit {done.returncode}) after {[b.where for b in blocks[:-1]]}\n"
@@ -245,16 +257,7 @@ def test_transcript_prints_what_it_shows(block: Block, tmp_path: Path) -> None:
     cwd = scratch_root(tmp_path)
     for part in re.split(r"^\$ ", block.text, flags=re.MULTILINE)[1:]:
         command, _, expected = part.partition("\n")
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=cwd,
-            env=environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
+        done = shell(["bash", "-c", command], cwd, merge=True)
         assert matches(done.stdout, expected), f"{block.where}: `{command}` printed\n{done.stdout}"
 
 
@@ -264,15 +267,7 @@ OUTPUTS_OF = [b for b in BLOCKS if b.directive.startswith("output of:")]
 @pytest.mark.parametrize("block", OUTPUTS_OF, ids=_ids(OUTPUTS_OF))
 def test_output_of_a_command_is_what_it_prints(block: Block, tmp_path: Path) -> None:
     command = block.directive[len("output of:") :].strip()
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=scratch_root(tmp_path),
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    done = shell(["bash", "-c", command], scratch_root(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert matches(done.stdout, block.text), f"{block.where}: `{command}` printed\n{done.stdout}"
 
