@@ -32,23 +32,30 @@ mark_venv_current() {
   requirements_stamp "$@" >"$venv/.requirements-stamp"
 }
 
-# new_venv VENV: create VENV (kept if it exists) with a current pip.
-new_venv() {
-  phase "creating $1 (python3 -m venv)" python3 -m venv "$1"
-  phase "upgrading pip in $1" "$1/bin/python" -m pip install --quiet --upgrade pip
-}
-
-# ensure_dev_venv: .venv with requirements-dev.txt (the main job's and the suite's environment).
-ensure_dev_venv() {
-  if venv_is_current .venv requirements-dev.txt; then
-    echo "==> .venv already holds requirements-dev.txt: no install"
+# ensure_venv VENV REQUIREMENTS ABOUT [editable]: VENV with everything REQUIREMENTS pins (torch
+# first and alone: half of the install), then, with "editable", this checkout without its
+# dependencies. ABOUT says what the rest is and how long it takes. Skipped when VENV's stamp
+# says it was already fully installed from the same files.
+ensure_venv() {
+  local venv=$1 requirements=$2 about=$3 editable=${4:-}
+  if venv_is_current "$venv" "$requirements"; then
+    echo "==> $venv already holds $requirements: no install"
     return
   fi
-  new_venv .venv
-  # torch first and alone: it is half of the install (about 0.9 GB of the venv's 1.7 GB).
-  phase "installing torch (CPU build, 25-50 s)" \
-    .venv/bin/python -m pip install --quiet "$(grep '^torch==' requirements-dev.txt)"
-  phase "installing the rest of requirements-dev.txt (30-90 s)" \
-    .venv/bin/python -m pip install --quiet -r requirements-dev.txt
-  mark_venv_current .venv requirements-dev.txt
+  local python="$venv/bin/python"
+  phase "creating $venv (python3 -m venv)" python3 -m venv "$venv"
+  phase "upgrading pip in $venv" "$python" -m pip install --quiet --upgrade pip
+  phase "installing torch into $venv (CPU build, 25-50 s)" \
+    "$python" -m pip install --quiet "$(grep '^torch==' "$requirements")"
+  phase "installing the rest of $requirements ($about)" "$python" -m pip install --quiet -r "$requirements"
+  if [ "$editable" = editable ]; then
+    phase "installing group-admission into $venv (editable, no dependencies)" \
+      "$python" -m pip install --quiet --no-deps -e .
+  fi
+  mark_venv_current "$venv" "$requirements"
+}
+
+# ensure_dev_venv: .venv, the main job's and the suite's environment (1.7 GB).
+ensure_dev_venv() {
+  ensure_venv .venv requirements-dev.txt "transformers, TRL, the test tools; 30-90 s"
 }
