@@ -5,35 +5,128 @@ What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from group_admission import RejectionReason
 from grpo_gsm8k.recipe import StepObserver
 
-__all__ = ["JsonlLog", "format_step", "format_summary", "start_prometheus", "summarise", "write_plot"]
+if TYPE_CHECKING:
+    from grpo_gsm8k.config import TrainConfig
+
+__all__ = [
+    "JsonlLog",
+    "StepLines",
+    "curves_figure",
+    "format_legend",
+    "format_step",
+    "format_summary",
+    "on_a_terminal",
+    "plain_output",
+    "start_prometheus",
+    "summarise",
+    "write_plot",
+]
+
+
+def on_a_terminal() -> bool:
+    """Whether stdout and stderr are both a terminal (else progress bars would garble a log)."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def plain_output() -> None:
+    """Turn off the progress bars of transformers and datasets: a log file gets plain lines."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
 
 #: The primary rejection reasons, in precedence order.
 REASONS = tuple(reason.value for reason in RejectionReason)
+
+
+#: The words of a step line and what they mean (``format_legend`` fills in the settings).
+LEGEND = (
+    ("reward R acc A", "mean reward (accuracy + {brevity:g} x brevity) and accuracy of round 1's samples"),
+    ("informative B -> F", "share of round 1's groups admitted -> share of the target trained on"),
+    ("(T/{target} +S surplus)", "groups trained on / target; +S: S more were admitted, and discarded"),
+    ("rejected REASON N", "groups rejected this step, by primary reason, over every round"),
+    ("exact_dead N (phantom P)", "P of those N: equal accuracy, brevity spread (plain GRPO trains on them)"),
+    ("cost xC in R round(s)", "groups generated / target, over R sampling rounds (round 1, then resampling)"),
+    ("exhausted YES", "the budget's caps stopped resampling before the target was met"),
+    ("gen, adm, train", "seconds generating; ms judging + planning (share of the step); seconds training"),
+)
+
+
+def format_legend(target: int, num_generations: int, brevity_weight: float) -> str:
+    """What the words of a step line mean, printed once at the start of a run."""
+    width = max(len(word.format(target=target)) for word, _ in LEGEND)
+    lines = [f"each step line reads (target: {target} informative groups of {num_generations} samples):"]
+    for word, meaning in LEGEND:
+        lines.append(f"  {word.format(target=target):<{width}}  {meaning.format(brevity=brevity_weight)}")
+    return "\n".join(lines)
 
 
 def format_step(record: Mapping[str, Any]) -> str:
     """One line per step: reward, informative rate before -> after, rejections, cost, timings."""
     rejected = record["rejections"]
     seconds = record["seconds"]
-    reasons = " ".join(f"{name} {rejected[name]}" for name in REASONS if rejected.get(name))
+    # Phantom groups are a subset of the exact_dead ones: the count stands beside theirs.
+    phantom = {"exact_dead": f" (phantom {record['phantom_rejected']})"}
+    parts = [f"{name} {rejected[name]}{phantom.get(name, '')}" for name in REASONS if rejected.get(name)]
     surplus = f" +{record['surplus']} surplus" if record["surplus"] else ""
     return (
         f"step {record['step']:>4} | reward {record['reward']:.3f} acc {record['accuracy']:.3f}"
         f" | informative {record['informative_before']:.0%} -> {record['informative_after']:.0%}"
         f" ({record['trained']}/{record['target']}{surplus})"
-        f" | rejected {reasons or 'none'} (phantom {record['phantom_rejected']})"
+        f" | rejected {' '.join(parts) or 'none'}"
         f" | cost x{record['cost']:.2f} in {record['rounds']} round(s)"
         f" | exhausted {'YES' if record['exhausted'] else 'no'}"
         f" | gen {seconds['generation']:.2f}s adm {1000 * seconds['admission']:.1f}ms"
         f" ({record['admission_share']:.2%}) train {seconds['training']:.2f}s"
     )
+
+
+class StepLines:
+    """
+    The step lines of a run, after the legend: under a progress bar on a terminal, else as
+    plain lines, flushed one by one, with every library's progress bar off (a log file then
+    has no carriage returns and can be followed as it grows).
+    """
+
+    def __init__(self, config: TrainConfig) -> None:
+        from tqdm.auto import tqdm
+
+        interactive = on_a_terminal()
+        if not interactive:
+            plain_output()
+        print(format_legend(config.batch_size, config.num_generations, config.brevity_weight), flush=True)
+        self._bar = tqdm(
+            total=config.steps,
+            desc="GRPO",
+            unit="step",
+            disable=not (config.progress and interactive),
+            dynamic_ncols=True,
+        )
+
+    def show(self, record: Mapping[str, Any]) -> None:
+        """Print the step's line and advance the bar."""
+        line = format_step(record)
+        if self._bar.disable:
+            print(line, flush=True)
+            return
+        self._bar.write(line)
+        self._bar.set_postfix(
+            reward=f"{record['reward']:.2f}", informative=f"{record['informative_after']:.0%}"
+        )
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 class JsonlLog:
@@ -105,8 +198,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"{summary['exhausted_steps']}/{summary['steps']} steps",
             f"groups: {summary['candidates']} judged, {summary['admitted']} admitted, {summary['trained']} "
             f"trained on ({summary['surplus']} surplus discarded); rejected: {rejected}; "
-            f"{summary['phantom_rejected']} all-wrong groups had brevity spread (phantom gradient) and were "
-            f"rejected",
+            f"{summary['phantom_rejected']} of the exact_dead groups had equal accuracy but brevity spread "
+            f"(a phantom gradient under plain GRPO)",
             f"time: generation {s['generation']:.1f}s, reward {s['reward']:.2f}s, admission+planning "
             f"{s['admission']:.3f}s ({summary['admission_share']:.3%} of step time), training "
             f"{s['training']:.1f}s",
@@ -122,49 +215,80 @@ def _rolling(values: Sequence[float], window: int) -> list[float]:
     ]
 
 
-def write_plot(steps: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """A 2x2 PNG: reward and accuracy, informative rate before/after, cost, rejections by reason."""
+def write_plot(
+    steps: Sequence[Mapping[str, Any]], path: str | Path, eval_curve: Sequence[Mapping[str, float]] = ()
+) -> Path:
+    """Write :func:`curves_figure` as a PNG to ``path``."""
+    import matplotlib.pyplot as plt
+
+    figure = curves_figure(steps, eval_curve)
+    target = Path(path)
+    figure.savefig(target, dpi=100)
+    plt.close(figure)
+    return target
+
+
+def curves_figure(steps: Sequence[Mapping[str, Any]], eval_curve: Sequence[Mapping[str, float]] = ()) -> Any:
+    """
+    A 2x3 figure over the steps: reward; accuracy (sampled, and the held-out checkpoints of
+    ``eval_curve``, the figures the summary reports); informative rate before/after; cost;
+    rejections by reason; seconds per phase. Every axis is labelled.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     x = [s["step"] for s in steps]
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    for key, label in (("reward", "reward (accuracy + brevity)"), ("accuracy", "accuracy")):
-        values = [float(s[key]) for s in steps]
-        (line,) = axes[0, 0].plot(x, values, alpha=0.35)
-        axes[0, 0].plot(x, _rolling(values, 5), color=line.get_color(), label=f"{label}, 5-step mean")
-    axes[0, 0].set_title("reward of the first round's samples")
-    axes[0, 1].plot(x, [s["informative_before"] for s in steps], label="before resampling (round 0)")
-    axes[0, 1].plot(x, [s["informative_after"] for s in steps], label="after (trained / target)")
-    axes[0, 1].set_ylim(-0.05, 1.05)
-    axes[0, 1].set_title("informative group rate")
+    figure, axes = plt.subplots(2, 3, figsize=(15, 7.5))
+    _trend(axes[0, 0], x, [float(s["reward"]) for s in steps], "round 1's samples")
+    axes[0, 0].set(title="reward (accuracy + brevity)", ylabel="mean reward")
+    _trend(axes[0, 1], x, [float(s["accuracy"]) for s in steps], "round 1's samples")
+    if eval_curve:
+        axes[0, 1].plot(
+            [p["step"] for p in eval_curve],
+            [p["accuracy"] for p in eval_curve],
+            "o-",
+            color="black",
+            label="held-out, greedy (the summary's figure)",
+        )
+    axes[0, 1].set(title="accuracy", ylabel="share correct")
+    axes[0, 2].plot(x, [s["informative_before"] for s in steps], label="before resampling (round 1)")
+    axes[0, 2].plot(x, [s["informative_after"] for s in steps], label="after (trained / target)")
+    axes[0, 2].set(title="informative groups", ylabel="share of groups", ylim=(-0.05, 1.05))
     axes[1, 0].plot(x, [s["cost"] for s in steps], label="generated / target groups")
-    exhausted = [s["step"] for s in steps if s["exhausted"]]
+    exhausted = [s for s in steps if s["exhausted"]]
     if exhausted:
         axes[1, 0].scatter(
-            exhausted, [s["cost"] for s in steps if s["exhausted"]], color="red", label="budget exhausted"
+            [s["step"] for s in exhausted],
+            [s["cost"] for s in exhausted],
+            color="red",
+            label="budget exhausted",
         )
-    axes[1, 0].set_title("sampling cost multiplier")
+    axes[1, 0].set(title="generation cost", ylabel="cost multiplier (x target)")
     bottom = [0.0] * len(steps)
     for reason in REASONS:
         heights = [float(s["rejections"].get(reason, 0)) for s in steps]
         if any(heights):
             axes[1, 1].bar(x, heights, bottom=bottom, label=reason)
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    axes[1, 1].plot(x, [s["phantom_rejected"] for s in steps], "k.", label="of which phantom")
-    axes[1, 1].set_title("rejected groups per step")
+    axes[1, 1].plot(x, [s["phantom_rejected"] for s in steps], "k.", label="phantom (of exact_dead)")
+    axes[1, 1].set(title="rejected groups", ylabel="groups per step")
+    for phase in ("generation", "training", "admission"):
+        axes[1, 2].plot(x, [s["seconds"][phase] for s in steps], label=phase)
+    axes[1, 2].set(title="time per step", ylabel="seconds")
     for axis in axes.flat:
+        axis.set_xlabel("step")
         axis.legend(fontsize=8)
         axis.grid(alpha=0.3)
-    for axis in axes[1]:
-        axis.set_xlabel("step")
     figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return figure
+
+
+def _trend(axis: Any, x: Sequence[int], values: Sequence[float], label: str) -> None:
+    """Per-step values, faint, under their trailing 5-step mean."""
+    (line,) = axis.plot(x, values, alpha=0.35)
+    axis.plot(x, _rolling(values, 5), color=line.get_color(), label=f"{label}, 5-step mean")
 
 
 class _PrometheusObserver(StepObserver):

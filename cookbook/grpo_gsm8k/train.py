@@ -50,7 +50,7 @@ from grpo_gsm8k.grpo import (
 )
 from grpo_gsm8k.observers import RoundLog, Stopwatch
 from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
-from grpo_gsm8k.report import JsonlLog, format_step, format_summary, start_prometheus, summarise, write_plot
+from grpo_gsm8k.report import JsonlLog, StepLines, format_summary, start_prometheus, summarise, write_plot
 from grpo_gsm8k.rewards import answers_match, extract_answer
 from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
 from grpo_gsm8k.skipping import SkippingStream
@@ -412,8 +412,7 @@ def _due(config: TrainConfig, before: int, after: int) -> bool:
 
 def train(config: TrainConfig) -> RunResult:
     """Run the whole recipe; returns the per-step records and the summary."""
-    from tqdm.auto import tqdm
-
+    progress = StepLines(config)  # before anything loads: it decides between a bar and plain lines
     output = Path(config.output_dir)
     run = _start(config, output)
     result = RunResult(
@@ -422,7 +421,6 @@ def train(config: TrainConfig) -> RunResult:
     if run.held_out:
         result.eval_accuracy["before"] = _evaluate(run, result, 0, 0)
     session, version, samples = _session(config), 0, 0
-    bar = tqdm(total=config.steps, desc="GRPO", unit="step", disable=not config.progress, dynamic_ncols=True)
     try:
         for step in range(1, config.steps + 1):
             # One session carries its rate estimate from step to step; carry_rate=false starts afresh.
@@ -433,17 +431,13 @@ def train(config: TrainConfig) -> RunResult:
             record["samples_total"] = samples
             run.log.write(record)
             result.steps.append(record)
-            bar.write(format_step(record))
-            bar.set_postfix(
-                reward=f"{record['reward']:.2f}", informative=f"{record['informative_after']:.0%}"
-            )
-            bar.update(1)
+            progress.show(record)
             if run.held_out and _due(config, before, samples):
                 _evaluate(run, result, step, samples)
             if config.max_samples is not None and samples >= config.max_samples:
                 break
     finally:
-        bar.close()
+        progress.close()
         run.log.close()
     result.final_checksum = parameter_checksum(run.model)
     if run.held_out:
@@ -463,7 +457,7 @@ def _finish(run: _Run, result: RunResult) -> None:
     result.summary["eval_curve"] = result.eval_curve
     (output / "summary.json").write_text(json.dumps(result.summary, indent=2))
     if config.plot and result.steps:
-        write_plot(result.steps, output / "curves.png")
+        write_plot(result.steps, output / "curves.png", result.eval_curve)
     if config.save_model:
         run.model.save_pretrained(output / "model")
         run.tokenizer.save_pretrained(output / "model")

@@ -83,6 +83,7 @@ def test_three_steps_train_and_keep_every_invariant(
     assert json.loads((result.output_dir / "summary.json").read_text())["steps"] == 3
     out = capsys.readouterr().out
     assert "step    1 | reward" in out
+    assert out.index("each step line reads") < out.index("step    1 | reward")  # the legend comes first
     assert "informative groups:" in out
     assert "of step time" in out
 
@@ -131,18 +132,29 @@ def test_reward_rises_on_the_embedded_default(demo_args: list[str]) -> None:
     assert result.summary["phantom_rejected"] > 0  # all-wrong groups with brevity spread were rejected
 
 
-def test_cli_entry_point_runs_as_a_script(demo_args: list[str], tmp_path: Path) -> None:
+def test_cli_entry_point_runs_as_a_script_and_prints_plain_lines_into_a_pipe(
+    demo_args: list[str], tmp_path: Path
+) -> None:
     import subprocess
     import sys
 
     script = Path(__file__).resolve().parents[2] / "cookbook" / "grpo_gsm8k" / "train.py"
+    with_progress = [arg for arg in demo_args if arg != "--no-progress"]  # the default: a progress bar
     completed = subprocess.run(
-        [sys.executable, str(script), *demo_args, *SMALL, "--steps", "1"],
-        capture_output=True,
-        text=True,
+        [sys.executable, str(script), *with_progress, *SMALL, "--steps", "2"],
+        capture_output=True,  # bytes: text mode would turn a carriage return into a newline
         timeout=300,
         check=False,
     )
 
-    assert 0 == completed.returncode, completed.stderr[-2000:]
-    assert "step    1 | reward" in completed.stdout
+    stdout, stderr = completed.stdout.decode(), completed.stderr.decode()
+    assert 0 == completed.returncode, stderr[-2000:]
+    lines = stdout.splitlines()
+    assert [line[:18] for line in lines if line.startswith("step ")] == [
+        "step    1 | reward",
+        "step    2 | reward",
+    ]
+    # Not a terminal: no progress bar (ours, transformers' or datasets'), no carriage return.
+    assert "\r" not in stdout
+    assert "\r" not in stderr
+    assert "it/s" not in stderr

@@ -19,6 +19,7 @@ import time
 
 from grpo_gsm8k.offline.problems import write_gsm8k_layout
 from grpo_gsm8k.offline.tiny_model import build_tiny_policy
+from grpo_gsm8k.report import on_a_terminal, plain_output
 
 __all__ = ["prepare_demo"]
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm-start-steps", type=int, default=60)
     parser.add_argument("--force", action="store_true", help="rebuild even when a matching build exists")
     args = parser.parse_args(argv)
+    if not on_a_terminal():
+        plain_output()
     started = time.perf_counter()
     data, model = prepare_demo(args.cache_dir, warm_start_steps=args.warm_start_steps, force=args.force)
     print(f"demo assets ready in {time.perf_counter() - started:.1f}s: data {data}, model {model}")

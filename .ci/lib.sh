@@ -1,0 +1,61 @@
+# Shared by .ci/run, .ci/verl and cookbook/run_demo.sh (sourced, not run): one line as each
+# phase starts and one with its time as it ends, and a venv that pip installs into only when
+# its requirements changed since the last complete install.
+
+# phase LABEL COMMAND...: print "==> LABEL", run COMMAND, print how long it took.
+phase() {
+  local label=$1 started=$SECONDS
+  shift
+  printf '==> %s\n' "$label"
+  "$@"
+  printf '    %s: %ss\n' "${label%% (*}" "$((SECONDS - started))"
+}
+
+# requirements_stamp FILE...: the hash of the files that decide what a venv holds (and of the
+# interpreter that built it). pyproject.toml is included: the editable install reads it.
+requirements_stamp() {
+  { python3 --version; cat "$@" pyproject.toml; } | sha256sum | cut -d' ' -f1
+}
+
+# venv_is_current VENV FILE...: whether VENV was fully installed from these exact files.
+venv_is_current() {
+  local venv=$1
+  shift
+  [ -x "$venv/bin/python" ] && [ -f "$venv/.requirements-stamp" ] \
+    && [ "$(cat "$venv/.requirements-stamp")" = "$(requirements_stamp "$@")" ]
+}
+
+# mark_venv_current VENV FILE...: record a complete install (only after every pip call passed).
+mark_venv_current() {
+  local venv=$1
+  shift
+  requirements_stamp "$@" >"$venv/.requirements-stamp"
+}
+
+# ensure_venv VENV REQUIREMENTS ABOUT [editable]: VENV with everything REQUIREMENTS pins (torch
+# first and alone: half of the install), then, with "editable", this checkout without its
+# dependencies. ABOUT says what the rest is and how long it takes. Skipped when VENV's stamp
+# says it was already fully installed from the same files.
+ensure_venv() {
+  local venv=$1 requirements=$2 about=$3 editable=${4:-}
+  if venv_is_current "$venv" "$requirements"; then
+    echo "==> $venv already holds $requirements: no install"
+    return
+  fi
+  local python="$venv/bin/python"
+  phase "creating $venv (python3 -m venv)" python3 -m venv "$venv"
+  phase "upgrading pip in $venv" "$python" -m pip install --quiet --upgrade pip
+  phase "installing torch into $venv (CPU build, 25-50 s)" \
+    "$python" -m pip install --quiet "$(grep '^torch==' "$requirements")"
+  phase "installing the rest of $requirements ($about)" "$python" -m pip install --quiet -r "$requirements"
+  if [ "$editable" = editable ]; then
+    phase "installing group-admission into $venv (editable, no dependencies)" \
+      "$python" -m pip install --quiet --no-deps -e .
+  fi
+  mark_venv_current "$venv" "$requirements"
+}
+
+# ensure_dev_venv: .venv, the main job's and the suite's environment (1.7 GB).
+ensure_dev_venv() {
+  ensure_venv .venv requirements-dev.txt "transformers, TRL, the test tools; 30-90 s"
+}
