@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -100,7 +101,18 @@ class BatchAdmissionResult:
         ]
 
     def reasons(self) -> list[str | None]:
-        """Alias of :meth:`primary_reasons` (a decision's ``reasons`` are its failed checks)."""
+        """
+        Deprecated alias of :meth:`primary_reasons` (a decision's ``reasons`` were its failed checks).
+
+        .. deprecated:: 0.2.0
+            Use :meth:`primary_reasons`; the alias goes in 0.3.0.
+        """
+        warnings.warn(
+            "BatchAdmissionResult.reasons() is deprecated and will be removed in 0.3.0: "
+            "use primary_reasons() (one primary reason per group; failed checks are check_flags)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.primary_reasons()
 
     def decision(self, index: int) -> GroupAdmissionDecision:
