@@ -425,7 +425,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "unknown mode",
         lambda: SamplingBudgetConfig(mode="greedy"),
         ValueError,
-        "'mode' must be 'expected' or 'confidence' (got 'greedy')",
+        "'mode' must be one of 'expected', 'confidence' (got 'greedy')",
     ),
     (
         "confidence one",

@@ -26,10 +26,13 @@ from ._validation import (
     check_finite,
     check_ge,
     check_int,
+    check_one_of,
     check_optional,
+    check_probability,
     check_range,
     check_real,
     describe,
+    field_check,
 )
 
 __all__ = [
@@ -109,14 +112,10 @@ class SamplingBudgetConfig:
         converter=as_float,
         validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
     )
-    mode: PlanningMode = attrs.field(default="expected", validator=_check_mode)
-    confidence: float = attrs.field(default=0.9, converter=as_float, validator=(check_real, check_finite))
-
-    @confidence.validator
-    def _check_confidence(self, attribute: attrs.Attribute[float], value: float) -> None:
-        if not 0.0 < value < 1.0:
-            msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
-            raise ValueError(msg)
+    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(("expected", "confidence")))
+    confidence: float = attrs.field(
+        default=0.9, converter=as_float, validator=(check_real, check_finite, field_check(check_probability))
+    )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:

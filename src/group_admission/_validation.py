@@ -17,6 +17,7 @@ import attrs
 __all__ = [
     "as_float",
     "as_int",
+    "check_bool",
     "check_count",
     "check_finite",
     "check_ge",
@@ -25,9 +26,11 @@ __all__ = [
     "check_names_in",
     "check_one_of",
     "check_optional",
+    "check_probability",
     "check_range",
     "check_real",
     "describe",
+    "field_check",
     "is_finite",
     "is_real",
 ]
@@ -84,6 +87,41 @@ def check_count(value: object, name: str, minimum: int = 0) -> int:
         msg = f"'{name}' must be >= {minimum} (got {value})"
         raise ValueError(msg)
     return int(value)
+
+
+def check_probability(value: object, name: str) -> float:
+    """
+    Return ``value`` as a ``float`` if it is a real number strictly between 0 and 1.
+
+    For confidences and thresholds of probability (``confidence``, ``top_up_below``).
+
+    Raises:
+        TypeError: not a real number (a bool is not one), naming ``name``.
+        ValueError: outside ``(0, 1)``, NaN included, naming ``name``.
+    """
+    if not is_real(value):
+        msg = f"'{name}' must be a number in (0, 1) (got {describe(value)})"
+        raise TypeError(msg)
+    if not 0 < value < 1:  # type: ignore[operator]  # is_real checked it
+        msg = f"'{name}' must be in (0, 1) (got {describe(value)})"
+        raise ValueError(msg)
+    return float(value)  # type: ignore[arg-type]
+
+
+def field_check(check: Callable[[Any, str], object]) -> Validator:
+    """The attrs validator that runs the argument check ``check(value, name)`` on a field."""
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check(value, attribute.name)
+
+    return _check
+
+
+def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Require a bool (YAML's ``true`` / ``false``), not a truthy string or number."""
+    if not isinstance(value, bool):
+        msg = f"'{attribute.name}' must be a bool (got {describe(value)})"
+        raise TypeError(msg)
 
 
 def check_real(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
