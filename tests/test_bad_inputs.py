@@ -23,6 +23,7 @@ from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionDecision,
     GroupAdmissionPolicy,
+    PromptHistoryConfig,
     RejectionReason,
     SamplingBudgetConfig,
     SamplingBudgetController,
@@ -30,7 +31,9 @@ from group_admission import (
     StepLifecycleError,
     binomial_groups_needed,
     group_admission_metrics,
+    informative_probability,
     ngram_jaccard,
+    prompts_needed,
 )
 
 P = GroupAdmissionPolicy
@@ -40,7 +43,7 @@ similar = C(max_mean_pairwise_similarity=0.5)
 
 def _state_with_round() -> SamplingBudgetState:
     state = SamplingBudgetState()
-    SamplingBudgetController().observe_round(state, [P().evaluate([0, 1])], num_generations=2)
+    SamplingBudgetController().observe_round(state, groups=1, admitted=1, num_generations=2)
     return state
 
 
@@ -441,20 +444,22 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     (
         "observe wrong state",
-        lambda: SamplingBudgetController().observe_round({}, [], num_generations=1),
+        lambda: SamplingBudgetController().observe_round({}, groups=0, admitted=0, num_generations=1),
         TypeError,
         "'state' must be a SamplingBudgetState (got {} of type dict)",
     ),
     (
         "observe zero generations",
-        lambda: SamplingBudgetController().observe_round(SamplingBudgetState(), [], num_generations=0),
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=0
+        ),
         ValueError,
         "'num_generations' must be >= 1 (got 0)",
     ),
     (
         "observe negative tokens",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [], num_generations=1, generated_tokens=-5
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=1, generated_tokens=-5
         ),
         ValueError,
         "'generated_tokens' must be >= 0 (got -5)",
@@ -493,7 +498,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "state unknown key",
         lambda: SamplingBudgetState.from_dict({"rounds": 1}),
         ValueError,
-        "unknown key(s) 'rounds' in SamplingBudgetState dict",
+        "unknown key(s) ['rounds']",
     ),
     (
         "state negative",
@@ -511,7 +516,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "state truncated",
         lambda: SamplingBudgetState.from_dict({"sampling_rounds": 1}),
         CheckpointError,
-        "SamplingBudgetState dict is missing key(s) ['generated_groups'",
+        "cannot restore the SamplingBudgetState: missing key(s) ['generated_groups'",
     ),
     (
         "state contradictory",
@@ -926,7 +931,7 @@ CASES += [
     (
         "observe samples and generations",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [], num_generations=1, generated_samples=1
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=1, generated_samples=1
         ),
         TypeError,
         "exactly one of 'num_generations' and 'generated_samples' must be given (got 1 and 1)",
@@ -934,7 +939,7 @@ CASES += [
     (
         "observe fewer samples than groups",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [REJECTED] * 2, generated_samples=1
+            SamplingBudgetState(), groups=2, admitted=0, generated_samples=1
         ),
         ValueError,
         "'generated_samples' must be >= the round's groups (2) (got 1)",
@@ -955,7 +960,7 @@ CASES += [
         "state dict not a mapping",
         lambda: SamplingBudgetState.from_dict([]),  # type: ignore[arg-type]
         CheckpointError,
-        "'data' must be a SamplingBudgetState dict (got [] of type list)",
+        "the state must be a mapping from SamplingBudgetState.to_dict() (got [] of type list)",
     ),
     (
         "state dict bool count",
@@ -1101,6 +1106,96 @@ CASES += [
         lambda: AdmissionSession().end_step(),
         StepLifecycleError,
         "call begin_step(target_groups) before end_step()",
+    ),
+    (
+        "session begin_step on an open step",
+        lambda: _stepping().begin_step(4),
+        StepLifecycleError,
+        "begin_step() while step 0 is open: call end_step() first",
+    ),
+    (
+        "observe more admitted than groups",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=2, admitted=3, num_generations=1
+        ),
+        ValueError,
+        "'admitted' must be <= the round's groups (2) (got 3)",
+    ),
+    (
+        "observe without counts",
+        lambda: SamplingBudgetController().observe_round(SamplingBudgetState(), num_generations=1),
+        TypeError,
+        "'groups' and 'admitted' must be given (got None and None)",
+    ),
+    (
+        "observe a bool count",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=True, admitted=0, num_generations=1
+        ),
+        TypeError,
+        "'groups' must be an integer (got True)",
+    ),
+    (
+        "observe counts and decisions",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), [ADMITTED], groups=1, admitted=1, num_generations=1
+        ),
+        TypeError,
+        "give 'groups' and 'admitted', or the deprecated 'decisions_or_stats', not both",
+    ),
+    (
+        "prompts needed negative probability",
+        lambda: prompts_needed([0.5, -0.1], 1),
+        ValueError,
+        "'probabilities' entries must be in [0, 1] (got -0.1)",
+    ),
+    (
+        "prompts needed nan probability",
+        lambda: prompts_needed([math.nan], 1, 0.9),
+        ValueError,
+        "'probabilities' entries must be in [0, 1] (got nan)",
+    ),
+    (
+        "prompts needed string probability",
+        lambda: prompts_needed(["0.5"], 1),  # type: ignore[list-item]
+        TypeError,
+        "'probabilities' entries must be real numbers (got '0.5')",
+    ),
+    (
+        "prompts needed not a sequence",
+        lambda: prompts_needed(0.5, 1),  # type: ignore[arg-type]
+        TypeError,
+        "'probabilities' must be a sequence of probabilities (got 0.5)",
+    ),
+    (
+        "prompts needed negative remaining",
+        lambda: prompts_needed([0.5], -1),
+        ValueError,
+        "'remaining' must be >= 0 (got -1)",
+    ),
+    (
+        "prompts needed confidence one",
+        lambda: prompts_needed([0.5], 1, 1.0),
+        ValueError,
+        "'confidence' must be in (0, 1) (got 1.0)",
+    ),
+    (
+        "informative probability negative alpha",
+        lambda: informative_probability(-1, 0.5, 8),
+        ValueError,
+        "'alpha' must be a finite number > 0 (got -1)",
+    ),
+    (
+        "informative probability nan beta",
+        lambda: informative_probability(0.5, math.nan, 8),
+        ValueError,
+        "'beta' must be a finite number > 0 (got nan)",
+    ),
+    (
+        "history reward range too wide",
+        lambda: PromptHistoryConfig(group_size=8, reward_range=(-1e308, 1e308)),
+        ValueError,
+        "'reward_range' must have a finite width high - low (got (-1e+308, 1e+308))",
     ),
     (
         "session state empty",

@@ -250,11 +250,12 @@ def check_tokens_per_group(value: object) -> None:
 
 def groups_within(budget: int, per_group: float) -> int:
     """``floor(budget / per_group)`` in exact arithmetic: no overflow and no rounding up."""
-    numerator, denominator = (
-        (int(per_group), 1)
-        if isinstance(per_group, numbers.Integral)
-        else float(per_group).as_integer_ratio()
-    )
+    if isinstance(per_group, numbers.Integral):
+        numerator, denominator = int(per_group), 1
+    elif isinstance(per_group, numbers.Rational):  # a fraction: exact already
+        numerator, denominator = int(per_group.numerator), int(per_group.denominator)
+    else:
+        numerator, denominator = float(per_group).as_integer_ratio()
     return budget * denominator // numerator
 
 
