@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -38,7 +37,7 @@ from ._reasons import (
     primary_reason,
 )
 from ._rewards import coerce_batch, is_torch_tensor
-from ._validation import describe
+from ._validation import deprecated, describe
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -107,12 +106,7 @@ class BatchAdmissionResult:
         .. deprecated:: 0.2.0
             Use :meth:`primary_reasons`; the alias goes in 0.3.0.
         """
-        warnings.warn(
-            "BatchAdmissionResult.reasons() is deprecated and will be removed in 0.3.0: "
-            "use primary_reasons() (one primary reason per group; failed checks are check_flags)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecated("BatchAdmissionResult.reasons()", "use primary_reasons() (failed checks are check_flags)")
         return self.primary_reasons()
 
     def decision(self, index: int) -> GroupAdmissionDecision:

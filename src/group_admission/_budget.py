@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
 
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
-from ._planning import binomial_groups_needed, groups_expected, groups_within
-from ._plans import BudgetLimit, PlanBase, check_plan_inputs, size_plan
-from ._state_checks import check_header, failing
+from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
+from ._plans import BudgetLimit, PlanBase, size_plan
+from ._state_checks import StateFormat
 from ._validation import (
     as_float,
     as_int,
@@ -25,6 +24,7 @@ from ._validation import (
     check_probability,
     check_range,
     check_real,
+    deprecated,
     describe,
     field_check,
 )
@@ -37,6 +37,7 @@ __all__ = [
     "SamplingBudgetState",
     "budget_caps",
     "check_budget_objects",
+    "check_planner",
     "rounds_spent",
 ]
 
@@ -162,16 +163,16 @@ class SamplingBudgetState:
                 fewer samples than groups, samples or tokens without a round, groups
                 without a rate estimate).
         """
-        fail = failing("the SamplingBudgetState")
         names = tuple(field.name for field in attrs.fields(cls))
-        data = check_header(data, keys=names, source="SamplingBudgetState.to_dict()", fail=fail)
+        format_ = StateFormat("the SamplingBudgetState", "SamplingBudgetState.to_dict()", names)
+        data = format_.read(data)
         try:
             state = cls(**data)
         except (TypeError, ValueError) as exc:
-            fail(str(exc))
+            format_.fail(str(exc))
         problem = state._contradiction()
         if problem:
-            fail(f"it is contradictory: {problem}")
+            format_.fail(f"it is contradictory: {problem}")
         return state
 
     def _contradiction(self) -> str | None:
@@ -224,6 +225,31 @@ def check_budget_objects(controller: object, state: object) -> None:
     if not isinstance(state, SamplingBudgetState):
         msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
         raise TypeError(msg)
+
+
+def check_planner(
+    controller: object,
+    state: object,
+    target_groups: object,
+    num_generations: object,
+    estimated_tokens_per_group: object,
+    in_flight: object = 0,
+) -> tuple[int, int, int]:
+    """
+    The checks every planner makes: ``(target_groups, num_generations, in_flight)`` as ints.
+
+    Raises:
+        TypeError: a controller or state of the wrong type, or an argument of the wrong
+            type (a bool is no count, and no token estimate).
+        ValueError: a negative target or in-flight count, ``num_generations < 1``, or a
+            token estimate that is not a finite number > 0.
+    """
+    check_budget_objects(controller, state)
+    target = check_count(target_groups, "target_groups")
+    size = check_count(num_generations, "num_generations", 1)
+    flying = check_count(in_flight, "in_flight")
+    check_tokens_per_group(estimated_tokens_per_group)
+    return target, size, flying
 
 
 def _legacy_counts(observation: object) -> tuple[int, int]:
@@ -359,12 +385,7 @@ class SamplingBudgetController:
             )
             raise ValueError(msg)
         if decisions_or_stats is not None:
-            warnings.warn(
-                "observe_round(state, decisions_or_stats) is deprecated and will be removed in 0.3.0: "
-                "pass groups= and admitted= (AdmissionSession counts them for you)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+            deprecated("observe_round(state, decisions_or_stats)", "pass groups= and admitted= instead")
         self._fold(state, candidates, admitted, generated_samples, generated_tokens)
 
     def _fold(
@@ -396,11 +417,8 @@ class SamplingBudgetController:
         Tokens per group come from ``estimated_tokens_per_group`` or, when omitted, from
         what the state has observed; without either the token cap is not applied.
         """
-        check_budget_objects(self, state)
-        target, size, _ = check_plan_inputs(
-            target_groups=target_groups,
-            num_generations=num_generations,
-            estimated_tokens_per_group=estimated_tokens_per_group,
+        target, size, _ = check_planner(
+            self, state, target_groups, num_generations, estimated_tokens_per_group
         )
         config = self._config
         remaining = max(0, target - state.admitted_groups)
@@ -409,13 +427,8 @@ class SamplingBudgetController:
         requested = groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
-        sizing = size_plan(
-            remaining,
-            requested,
-            requested,
-            budget_caps(config, state, target, size, estimated_tokens_per_group),
-            rounds_spent=rounds_spent(config, state),
-        )
+        caps = budget_caps(config, state, target, size, estimated_tokens_per_group)
+        sizing = size_plan(remaining, requested, requested, caps, rounds_spent=rounds_spent(config, state))
         return ResamplePlan(extra_groups=sizing.granted, effective_rate=rate, **sizing.plan_fields())
 
     def can_generate(
@@ -435,13 +448,10 @@ class SamplingBudgetController:
         ``new_round`` the groups open another round (the round cap applies); without it
         they join the round in progress.
         """
-        check_budget_objects(self, state)
-        groups = check_count(groups, "groups", 1)
-        target, size, _ = check_plan_inputs(
-            target_groups=target_groups,
-            num_generations=num_generations,
-            estimated_tokens_per_group=estimated_tokens_per_group,
+        target, size, _ = check_planner(
+            self, state, target_groups, num_generations, estimated_tokens_per_group
         )
+        groups = check_count(groups, "groups", 1)
         if new_round and rounds_spent(self._config, state):
             return False
         caps = budget_caps(self._config, state, target, size, estimated_tokens_per_group)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Hashable
 from typing import Any
 
 import attrs
 
 from ._reasons import CHECK_SIMILARITY, REWARD_CHECKS, RejectionReason
+from ._validation import deprecated
 
 __all__ = ["GroupAdmissionDecision"]
 
@@ -74,12 +74,7 @@ class GroupAdmissionDecision:
         .. deprecated:: 0.2.0
             Use :attr:`failed_checks`; the alias goes in 0.3.0.
         """
-        warnings.warn(
-            "GroupAdmissionDecision.reasons is deprecated and will be removed in 0.3.0: "
-            "use failed_checks (every failed check; the primary reason is .reason)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecated("GroupAdmissionDecision.reasons", "use failed_checks (the primary reason is .reason)")
         return self.failed_checks
 
     @property

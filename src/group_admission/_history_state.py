@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from ._history_config import PromptHistoryConfig
-from ._state_checks import check_header, failing, state_int
+from ._state_checks import StateFormat, state_int
 from ._validation import check_count, describe, is_finite, is_real
 
 __all__ = [
@@ -272,7 +272,10 @@ def history_state(config: PromptHistoryConfig, rank: int, parts: HistoryParts) -
     }
 
 
-_fail = failing("the PromptHistory")
+_FORMAT = StateFormat(
+    "the PromptHistory", "to_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="prompt history"
+)
+_fail = _FORMAT.fail
 
 
 def _int(value: object, name: str) -> int:
@@ -365,15 +368,7 @@ def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryPart
     Raises:
         CheckpointError: naming the first problem found.
     """
-    data = check_header(
-        data,
-        keys=_KEYS,
-        source="to_dict()",
-        fail=_fail,
-        format_=FORMAT,
-        version=VERSION,
-        kind="prompt history",
-    )
+    data = _FORMAT.read(data)
     try:
         config = PromptHistoryConfig.from_mapping(data["config"])
     except (TypeError, ValueError) as exc:

@@ -3,10 +3,10 @@ The planner skeleton, written once for the three planners, and what every plan s
 
 The round planner (:meth:`SamplingBudgetController.plan_resampling`), the streaming planner
 (:func:`plan_stream`) and the per-prompt planner (:func:`plan_prompts`) differ only in how
-many groups they ask for. Everything else is here: the one set of argument checks, the
-order of the stops (the target is met; a round planner's rounds are spent), the cut to the
-tightest cap with the caps that bind, when a plan is exhausted, and the fields every plan
-carries (:class:`PlanBase`).
+many groups they ask for. Everything else is here: the order of the stops (the target is
+met; a round planner's rounds are spent), the cut to the tightest cap with the caps that
+bind, when a plan is exhausted, and the fields every plan carries (:class:`PlanBase`).
+Their arguments pass one set of checks, :func:`check_planner` (in ``_budget``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._planning import check_tokens_per_group
-from ._validation import check_count
-
-__all__ = ["BudgetLimit", "PlanBase", "PlanSizing", "check_plan_inputs", "size_plan"]
+__all__ = ["BudgetLimit", "PlanBase", "PlanSizing", "size_plan"]
 
 #: Why a plan is what it is: the target is met, or a cap binds.
 BudgetLimit = Literal[
@@ -89,28 +86,6 @@ class PlanSizing:
             "limited_by": self.limited_by,
             "requested_groups": self.requested_groups,
         }
-
-
-def check_plan_inputs(
-    *,
-    target_groups: object,
-    num_generations: object,
-    estimated_tokens_per_group: object,
-    in_flight: object = 0,
-) -> tuple[int, int, int]:
-    """
-    The checks every planner makes: ``(target_groups, num_generations, in_flight)`` as ints.
-
-    Raises:
-        TypeError: an argument of the wrong type (a bool is no count, and no token estimate).
-        ValueError: a negative target or in-flight count, ``num_generations < 1``, or a
-            token estimate that is not a finite number > 0.
-    """
-    target = check_count(target_groups, "target_groups")
-    size = check_count(num_generations, "num_generations", 1)
-    flying = check_count(in_flight, "in_flight")
-    check_tokens_per_group(estimated_tokens_per_group)
-    return target, size, flying
 
 
 def size_plan(

@@ -19,11 +19,11 @@ from ._budget import (
     SamplingBudgetController,
     SamplingBudgetState,
     budget_caps,
-    check_budget_objects,
+    check_planner,
     rounds_spent,
 )
 from ._history import PromptHistory, PromptId
-from ._plans import PlanBase, check_plan_inputs, size_plan
+from ._plans import PlanBase, size_plan
 from ._validation import check_count, check_probability, describe, is_finite, is_real
 
 __all__ = ["PromptPlan", "plan_prompts", "prompts_needed"]
@@ -140,27 +140,19 @@ def plan_prompts(
 
     .. versionadded:: 0.2.0
     """
-    check_budget_objects(controller, state)
+    target, size, _ = check_planner(
+        controller, state, target_groups, num_generations, estimated_tokens_per_group
+    )
     if not isinstance(history, PromptHistory):
         msg = f"'history' must be a PromptHistory (got {describe(history)})"
         raise TypeError(msg)
-    target, size, _ = check_plan_inputs(
-        target_groups=target_groups,
-        num_generations=num_generations,
-        estimated_tokens_per_group=estimated_tokens_per_group,
-    )
     config = controller.config
     remaining = max(0, target - state.admitted_groups)
     picks = history.pick(prompt_ids, step=step)
     bound = config.confidence if config.mode == "confidence" else None
     requested = prompts_needed(picks.informative_probabilities, remaining, bound)
-    sizing = size_plan(
-        remaining,
-        requested,
-        requested,
-        budget_caps(config, state, target, size, estimated_tokens_per_group),
-        rounds_spent=rounds_spent(config, state),
-    )
+    caps = budget_caps(config, state, target, size, estimated_tokens_per_group)
+    sizing = size_plan(remaining, requested, requested, caps, rounds_spent=rounds_spent(config, state))
     return PromptPlan(
         generate=picks.picked[: sizing.granted],
         deferred=picks.picked[sizing.granted :],

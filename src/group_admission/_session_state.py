@@ -25,7 +25,7 @@ from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
 from ._metrics import AdmissionStats
 from ._session_types import StepReport
-from ._state_checks import check_header, failing, state_int
+from ._state_checks import StateFormat, state_int
 from ._validation import check_count, describe
 
 __all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
@@ -34,7 +34,8 @@ __all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_sta
 FORMAT = "group-admission/session"
 VERSION = 1
 _KEYS = ("format", "version", "config", "stats", "step_stats", "round", "step", "budget", "windows", "streak")
-_fail = failing("the session")
+_FORMAT = StateFormat("the session", "state_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="session state")
+_fail = _FORMAT.fail
 
 
 @attrs.define(kw_only=True)
@@ -270,15 +271,7 @@ def restore_session(data: object, config: dict[str, Any], limits: DropLimits) ->
     Raises:
         CheckpointError: naming the first problem found; nothing is built.
     """
-    state = check_header(
-        data,
-        keys=_KEYS,
-        source="state_dict()",
-        fail=_fail,
-        format_=FORMAT,
-        version=VERSION,
-        kind="session state",
-    )
+    state = _FORMAT.read(data)
     _check_config(state["config"], config)
     return SessionParts(
         stats=_stats(state["stats"], "stats"),

@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import attrs
 
-from ._budget import SamplingBudgetController, SamplingBudgetState, budget_caps, check_budget_objects
+from ._budget import SamplingBudgetController, SamplingBudgetState, budget_caps, check_planner
 from ._planning import binomial_groups_needed
-from ._plans import BudgetLimit, PlanBase, check_plan_inputs, size_plan
+from ._plans import BudgetLimit, PlanBase, size_plan
 from ._validation import check_probability, describe, is_real
 
 __all__ = ["StreamPlan", "plan_stream", "stream_rate"]
@@ -114,27 +114,18 @@ def plan_stream(
     The layer below :meth:`AdmissionSession.stream_plan`, which keeps ``state`` for you.
 
     Args:
-        controller: The caps (``max_extra_groups``, ``max_total_samples``,
-            ``max_total_tokens``; a streaming step is one round, so the round caps do
-            not apply) and the rate floor.
-        state: The step's budget state holding the groups finished so far; its
-            ``effective_rate_ema`` is the rate carried from earlier steps.
+        controller: The caps (a streaming step is one round: no round caps) and rate floor.
+        state: The groups finished this step, and the rate carried from earlier steps.
         target_groups: Admitted groups the step needs.
         in_flight: Groups launched and not finished (nor aborted).
         num_generations: Samples per group.
-        confidence: The probability that the groups in flight meet the target
-            (default: the controller's ``confidence``). Higher is faster and costs more
-            groups.
-        top_up_below: Launch more only when the probability that the groups in flight
-            meet the target has fallen below this, then launch up to ``confidence``. A
-            group launched late rarely finishes before the step ends, so topping up at
-            every rejection mostly generates groups that get aborted.
-        race: Admitted groups to race for each place still open, at least 1. The step
-            ends when the target-th admitted group finishes, so racing more of them
-            ends it at an earlier finisher: faster, at the cost of the groups still in
-            flight at the end (aborted tokens, or resumed groups with partial rollout).
-            The launch is sized for ``ceil(race x remaining)`` admitted groups with
-            ``confidence``.
+        confidence: The chance that the groups in flight meet the target (default: the
+            controller's): higher is faster and costs more.
+        top_up_below: Launch more only when that probability has fallen below this (a
+            group launched late rarely finishes in time), then up to ``confidence``.
+        race: Admitted groups to race for each open place (>= 1): the launch is sized for
+            ``ceil(race x remaining)``, which ends the step at an earlier finisher at the
+            cost of the groups still in flight at the end.
         estimated_tokens_per_group: An upper bound of tokens per group for the token cap
             (default: the observed mean).
 
@@ -142,19 +133,12 @@ def plan_stream(
 
     .. versionadded:: 0.2.0
     """
-    check_budget_objects(controller, state)
-    target, size, flying = check_plan_inputs(
-        target_groups=target_groups,
-        num_generations=num_generations,
-        estimated_tokens_per_group=estimated_tokens_per_group,
-        in_flight=in_flight,
+    target, size, flying = check_planner(
+        controller, state, target_groups, num_generations, estimated_tokens_per_group, in_flight
     )
-    config = controller.config
-    confidence = check_probability(config.confidence if confidence is None else confidence, "confidence")
-    top_up_below = check_probability(top_up_below, "top_up_below")
-    race = _check_race(race)
+    confidence, top_up_below, race = _knobs(controller, confidence, top_up_below, race)
     remaining = max(0, target - state.admitted_groups)
-    rate = stream_rate(state, target, config.min_effective_rate)
+    rate = stream_rate(state, target, controller.config.min_effective_rate)
     requested = max(remaining, binomial_groups_needed(_raced(race, remaining), min(rate, 1.0), confidence))
     enough = flying >= binomial_groups_needed(remaining, min(rate, 1.0), top_up_below)
     wanted = 0 if enough else max(0, requested - flying)
@@ -167,6 +151,18 @@ def plan_stream(
         in_flight=0 if met else flying + sizing.granted,
         effective_rate=rate,
         **sizing.plan_fields(),
+    )
+
+
+def _knobs(
+    controller: SamplingBudgetController, confidence: object, top_up_below: object, race: object
+) -> tuple[float, float, float]:
+    """The streaming knobs, checked: ``confidence`` (default: the budget's), ``top_up_below``, ``race``."""
+    confidence = controller.config.confidence if confidence is None else confidence
+    return (
+        check_probability(confidence, "confidence"),
+        check_probability(top_up_below, "top_up_below"),
+        _check_race(race),
     )
 
 

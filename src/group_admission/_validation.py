@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -24,11 +25,13 @@ __all__ = [
     "check_gt",
     "check_int",
     "check_names_in",
+    "check_nonempty_strings",
     "check_one_of",
     "check_optional",
     "check_probability",
     "check_range",
     "check_real",
+    "deprecated",
     "describe",
     "field_check",
     "is_finite",
@@ -46,6 +49,12 @@ def describe(value: object) -> str:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return text
     return f"{text} of type {type(value).__name__}"
+
+
+def deprecated(old: str, instead: str) -> None:
+    """Warn the caller of the caller that ``old`` goes in 0.3.0, and what to use ``instead``."""
+    message = f"{old} is deprecated and will be removed in 0.3.0: {instead}"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
 
 
 def is_real(value: object) -> bool:
@@ -198,6 +207,20 @@ def check_one_of(choices: tuple[str, ...]) -> Validator:
             raise ValueError(msg)
 
     return _check
+
+
+def check_nonempty_strings(values: Iterable[object], name: str) -> None:
+    """
+    Require every entry of ``values`` to be a non-empty string.
+
+    Raises:
+        TypeError: an entry is not a string, naming ``name``.
+        ValueError: an entry is the empty string, naming ``name``.
+    """
+    for value in values:
+        if not isinstance(value, str) or not value:
+            msg = f"'{name}' entries must be non-empty strings (got {describe(value)})"
+            raise ValueError(msg) if isinstance(value, str) else TypeError(msg)
 
 
 def check_names_in(choices: tuple[str, ...], what: str) -> Validator:
