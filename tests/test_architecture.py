@@ -114,3 +114,14 @@ def test_the_simulator_imports_no_adapter() -> None:
     for module, imported in graph.items():
         if module.startswith("group_admission.simulation"):
             assert not [n for n in imported if n.startswith("group_admission.adapters")], module
+
+
+def test_the_architecture_page_names_every_module_of_the_package() -> None:
+    page = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = [
+        path.relative_to(SRC).as_posix()
+        for path in SRC.rglob("*.py")
+        if "adapters" not in path.parts[len(SRC.parts) :] and "simulation" not in path.parts
+    ]
+    missing = [name for name in named if f"`{name}`" not in page and f"`{name.split('/')[0]}/`" not in page]
+    assert not missing

@@ -1301,6 +1301,38 @@ def test_bad_input_raises_a_clear_error(
         call()
 
 
+COUNTS_GIVEN_A_BOOL: list[tuple[str, Callable[[], Any]]] = [
+    ("begin_step", lambda: AdmissionSession().begin_step(True)),  # type: ignore[arg-type]
+    ("record samples", lambda: AdmissionSession().record(ADMITTED, samples=True)),  # type: ignore[arg-type]
+    ("judge tokens", lambda: AdmissionSession().judge([0, 1], generated_tokens=True)),  # type: ignore[arg-type]
+    ("plan size", lambda: _stepping().plan(num_generations=True)),  # type: ignore[arg-type]
+    ("stream in flight", lambda: _stepping().stream_plan(True)),  # type: ignore[arg-type]
+    ("can_launch groups", lambda: _stepping().can_launch(True)),  # type: ignore[arg-type]
+    (
+        "observe groups",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(),
+            groups=True,
+            admitted=0,
+            num_generations=1,  # type: ignore[arg-type]
+        ),
+    ),
+    ("binomial remaining", lambda: binomial_groups_needed(True, 0.5, 0.9)),  # type: ignore[arg-type]
+    ("prompts needed remaining", lambda: prompts_needed([0.5], True)),  # type: ignore[arg-type]
+    ("informative group size", lambda: informative_probability(1, 1, True)),  # type: ignore[arg-type]
+    ("history config group size", lambda: PromptHistoryConfig(group_size=True)),  # type: ignore[arg-type]
+    ("budget config cap", lambda: SamplingBudgetConfig(max_extra_groups=True)),  # type: ignore[arg-type]
+    ("drop limit count", lambda: DropLimits(max_rejected_groups=True)),  # type: ignore[arg-type]
+    ("stats fallback count", lambda: AdmissionStats().record_fallback(True)),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("call", [c[1] for c in COUNTS_GIVEN_A_BOOL], ids=[c[0] for c in COUNTS_GIVEN_A_BOOL])
+def test_a_bool_where_a_count_is_expected_is_a_type_error_everywhere(call: Callable[[], Any]) -> None:
+    with pytest.raises(TypeError, match=r"must be an integer \(got True\)"):
+        call()
+
+
 def test_the_table_covers_at_least_twenty_kinds_of_bad_input() -> None:
     assert len(CASES) >= 20
 

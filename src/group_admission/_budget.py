@@ -1,4 +1,11 @@
-"""``SamplingBudgetController``: deterministic, hard-capped planning of resampling rounds."""
+"""
+The sampling budget: its caps, what a step has spent, the cap arithmetic, and the round planner.
+
+``SamplingBudgetConfig`` holds the caps, ``SamplingBudgetState`` the counts of one step,
+``budget_caps`` the one copy of the cap arithmetic, ``check_planner`` the one set of checks
+of every planner, and ``SamplingBudgetController`` the deterministic, hard-capped planning
+of resampling rounds. It is fed counts, never decisions, so it sits below judging.
+"""
 
 from __future__ import annotations
 
