@@ -1,10 +1,9 @@
 """
-The sampling budget: its caps, what a step has spent, the cap arithmetic, and the round planner.
+The sampling budget: its caps, a step's counts, the cap arithmetic, and the round planner.
 
-``SamplingBudgetConfig`` holds the caps, ``SamplingBudgetState`` the counts of one step,
-``budget_caps`` the one copy of the cap arithmetic, ``check_planner`` the one set of checks
-of every planner, and ``SamplingBudgetController`` the deterministic, hard-capped planning
-of resampling rounds. It is fed counts, never decisions, so it sits below judging.
+``SamplingBudgetConfig``, ``SamplingBudgetState``, ``budget_caps`` (the one copy of the cap
+arithmetic), ``check_planner`` (the one set of planner checks) and the deterministic,
+hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
 """
 
 from __future__ import annotations
@@ -265,10 +264,8 @@ def _legacy_counts(observation: object) -> tuple[int, int]:
     if isinstance(candidates, int):  # AdmissionStats
         return candidates, int(observation.admitted)  # type: ignore[attr-defined]
     if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
-        msg = (
-            "'decisions_or_stats' must be decisions, a BatchAdmissionResult or an "
-            f"AdmissionStats (got {describe(observation)})"
-        )
+        kinds = "decisions, a BatchAdmissionResult or an AdmissionStats"
+        msg = f"'decisions_or_stats' must be {kinds} (got {describe(observation)})"
         raise TypeError(msg)
     flags = []
     for decision in observation:  # a batch result yields its decisions
@@ -310,16 +307,15 @@ class SamplingBudgetController:
     no clock); planning reads the state and never changes it, so a controller restored
     from a checkpointed state plans exactly what the original would have.
 
-    Typical step::
+    Typical step (``judge`` returns a round's groups and admitted groups)::
 
-        state = controller.new_state()
-        groups, admitted = judge(sample(target))
-        controller.observe_round(state, groups=groups, admitted=admitted, num_generations=G)
-        while not (plan := controller.plan_resampling(state, target_groups=target,
-                                                      num_generations=G)).done:
-            groups, admitted = judge(sample(plan.extra_groups))
-            controller.observe_round(state, groups=groups, admitted=admitted, num_generations=G)
-        if plan.exhausted: ...  # train on fewer groups, skip the step, or stop
+        state, groups = controller.new_state(), target
+        while True:
+            counted, admitted = judge(sample(groups))
+            controller.observe_round(state, groups=counted, admitted=admitted, num_generations=G)
+            plan = controller.plan_resampling(state, target_groups=target, num_generations=G)
+            if plan.done: break  # the target is met, or plan.exhausted: train short or stop
+            groups = plan.extra_groups
 
     Args:
         config: The caps (a :class:`SamplingBudgetConfig` or a mapping of its fields).

@@ -1,4 +1,8 @@
-"""``DropLimits``: how many rejections a host that replaces every dropped group may honour."""
+"""
+``DropLimits``: how many rejections a host that replaces every dropped group may honour.
+
+And ``StepLabel``, the step a group counts in for step-scoped limits.
+"""
 
 from __future__ import annotations
 
