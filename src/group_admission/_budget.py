@@ -36,7 +36,6 @@ from ._validation import (
 )
 
 __all__ = [
-    "BudgetLimit",
     "ResamplePlan",
     "SamplingBudgetConfig",
     "SamplingBudgetController",
