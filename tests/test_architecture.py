@@ -89,8 +89,39 @@ def test_the_core_imports_no_adapter_simulator_or_exporter() -> None:
         assert not [name for name in graph[module] if name.startswith(outer)], module
 
 
+def test_the_core_and_the_package_root_never_import_the_research_tooling() -> None:
+    """simulation/ and the CLI stay in the package behind one boundary (docs/architecture.md)."""
+    graph = _imports()
+    tooling = ("group_admission.simulation", "group_admission._cli")
+    core = [
+        m
+        for m in graph
+        if not m.startswith((*tooling, "group_admission.adapters", "group_admission.prometheus"))
+    ]
+    assert "group_admission" in core
+    assert "group_admission._session" in core
+    for module in core:
+        assert not [name for name in graph[module] if name.startswith(tooling)], module
+
+
+def test_the_boundary_check_sees_an_import_of_the_tooling() -> None:
+    graph = _imports()
+    assert any(name.startswith("group_admission.simulation") for name in graph["group_admission._cli"])
+
+
 def test_the_simulator_imports_no_adapter() -> None:
     graph = _imports()
     for module, imported in graph.items():
         if module.startswith("group_admission.simulation"):
             assert not [n for n in imported if n.startswith("group_admission.adapters")], module
+
+
+def test_the_architecture_page_names_every_module_of_the_package() -> None:
+    page = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = [
+        path.relative_to(SRC).as_posix()
+        for path in SRC.rglob("*.py")
+        if "adapters" not in path.parts[len(SRC.parts) :] and "simulation" not in path.parts
+    ]
+    missing = [name for name in named if f"`{name}`" not in page and f"`{name.split('/')[0]}/`" not in page]
+    assert not missing

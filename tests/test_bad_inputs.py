@@ -23,6 +23,7 @@ from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionDecision,
     GroupAdmissionPolicy,
+    PromptHistoryConfig,
     RejectionReason,
     SamplingBudgetConfig,
     SamplingBudgetController,
@@ -30,7 +31,9 @@ from group_admission import (
     StepLifecycleError,
     binomial_groups_needed,
     group_admission_metrics,
+    informative_probability,
     ngram_jaccard,
+    prompts_needed,
 )
 
 P = GroupAdmissionPolicy
@@ -40,7 +43,7 @@ similar = C(max_mean_pairwise_similarity=0.5)
 
 def _state_with_round() -> SamplingBudgetState:
     state = SamplingBudgetState()
-    SamplingBudgetController().observe_round(state, [P().evaluate([0, 1])], num_generations=2)
+    SamplingBudgetController().observe_round(state, groups=1, admitted=1, num_generations=2)
     return state
 
 
@@ -425,7 +428,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "unknown mode",
         lambda: SamplingBudgetConfig(mode="greedy"),
         ValueError,
-        "'mode' must be 'expected' or 'confidence' (got 'greedy')",
+        "'mode' must be one of 'expected', 'confidence' (got 'greedy')",
     ),
     (
         "confidence one",
@@ -441,20 +444,22 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     (
         "observe wrong state",
-        lambda: SamplingBudgetController().observe_round({}, [], num_generations=1),
+        lambda: SamplingBudgetController().observe_round({}, groups=0, admitted=0, num_generations=1),
         TypeError,
         "'state' must be a SamplingBudgetState (got {} of type dict)",
     ),
     (
         "observe zero generations",
-        lambda: SamplingBudgetController().observe_round(SamplingBudgetState(), [], num_generations=0),
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=0
+        ),
         ValueError,
         "'num_generations' must be >= 1 (got 0)",
     ),
     (
         "observe negative tokens",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [], num_generations=1, generated_tokens=-5
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=1, generated_tokens=-5
         ),
         ValueError,
         "'generated_tokens' must be >= 0 (got -5)",
@@ -493,7 +498,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "state unknown key",
         lambda: SamplingBudgetState.from_dict({"rounds": 1}),
         ValueError,
-        "unknown key(s) 'rounds' in SamplingBudgetState dict",
+        "unknown key(s) ['rounds']",
     ),
     (
         "state negative",
@@ -511,7 +516,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "state truncated",
         lambda: SamplingBudgetState.from_dict({"sampling_rounds": 1}),
         CheckpointError,
-        "SamplingBudgetState dict is missing key(s) ['generated_groups'",
+        "cannot restore the SamplingBudgetState: missing key(s) ['generated_groups'",
     ),
     (
         "state contradictory",
@@ -745,73 +750,6 @@ CASES += [
         TypeError,
         "'index' must be an integer (got 0.5)",
     ),
-    # GroupAdmissionDecision.from_dict: a decision log record restores or is refused
-    (
-        "decision dict empty",
-        lambda: GroupAdmissionDecision.from_dict({}),
-        CheckpointError,
-        "GroupAdmissionDecision dict is missing key(s) ['reason', 'failed_checks'",
-    ),
-    (
-        "decision dict not a mapping",
-        lambda: GroupAdmissionDecision.from_dict([1]),  # type: ignore[arg-type]
-        CheckpointError,
-        "'data' must be a GroupAdmissionDecision dict (got [1] of type list)",
-    ),
-    (
-        "decision dict unknown key",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "why": 1}),
-        CheckpointError,
-        "GroupAdmissionDecision dict has unknown key(s) ['why']",
-    ),
-    (
-        "decision dict unknown reason",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "reason": "bored"}),
-        CheckpointError,
-        "'reason' must be None or one of 'external', 'exact_dead', 'near_tie', 'redundant' (got 'bored')",
-    ),
-    (
-        "decision dict bad size",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "group_size": "2"}),
-        CheckpointError,
-        "'group_size' must be an integer >= 1 (got '2')",
-    ),
-    (
-        "decision dict bad statistic",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "reward_std": "x"}),
-        CheckpointError,
-        "'reward_std' must be a real number or None (got 'x')",
-    ),
-    (
-        "decision dict checks not strings",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "failed_checks": [1]}),
-        CheckpointError,
-        "'failed_checks' must be a list of strings (got [1] of type list)",
-    ),
-    (
-        "decision dict unhashable key",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "group_key": {"id": 1}}),
-        CheckpointError,
-        "'group_key' must be hashable (got {'id': 1} of type dict)",
-    ),
-    (
-        "decision dict admitted contradicts reason",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "admitted": True}),
-        CheckpointError,
-        "'admitted' (True) contradicts 'reason' ('exact_dead')",
-    ),
-    (
-        "decision dict external without a reason",
-        lambda: GroupAdmissionDecision.from_dict({**REJECTED.to_dict(), "external_reasons": ["stale"]}),
-        CheckpointError,
-        "GroupAdmissionDecision dict is contradictory: reason 'exact_dead' with external_reasons ['stale']",
-    ),
-    (
-        "decision dict admitted with a failed check",
-        lambda: GroupAdmissionDecision.from_dict({**ADMITTED.to_dict(), "failed_checks": ["x"]}),
-        CheckpointError,
-        "GroupAdmissionDecision dict is contradictory: an admitted group with failed_checks ['x']",
-    ),
     # AdmissionStats
     (
         "stats add a hand-made contradiction",
@@ -993,7 +931,7 @@ CASES += [
     (
         "observe samples and generations",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [], num_generations=1, generated_samples=1
+            SamplingBudgetState(), groups=0, admitted=0, num_generations=1, generated_samples=1
         ),
         TypeError,
         "exactly one of 'num_generations' and 'generated_samples' must be given (got 1 and 1)",
@@ -1001,7 +939,7 @@ CASES += [
     (
         "observe fewer samples than groups",
         lambda: SamplingBudgetController().observe_round(
-            SamplingBudgetState(), [REJECTED] * 2, generated_samples=1
+            SamplingBudgetState(), groups=2, admitted=0, generated_samples=1
         ),
         ValueError,
         "'generated_samples' must be >= the round's groups (2) (got 1)",
@@ -1022,7 +960,7 @@ CASES += [
         "state dict not a mapping",
         lambda: SamplingBudgetState.from_dict([]),  # type: ignore[arg-type]
         CheckpointError,
-        "'data' must be a SamplingBudgetState dict (got [] of type list)",
+        "the state must be a mapping from SamplingBudgetState.to_dict() (got [] of type list)",
     ),
     (
         "state dict bool count",
@@ -1170,6 +1108,96 @@ CASES += [
         "call begin_step(target_groups) before end_step()",
     ),
     (
+        "session begin_step on an open step",
+        lambda: _stepping().begin_step(4),
+        StepLifecycleError,
+        "begin_step() while step 0 is open: call end_step() first",
+    ),
+    (
+        "observe more admitted than groups",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=2, admitted=3, num_generations=1
+        ),
+        ValueError,
+        "'admitted' must be <= the round's groups (2) (got 3)",
+    ),
+    (
+        "observe without counts",
+        lambda: SamplingBudgetController().observe_round(SamplingBudgetState(), num_generations=1),
+        TypeError,
+        "'groups' and 'admitted' must be given (got None and None)",
+    ),
+    (
+        "observe a bool count",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), groups=True, admitted=0, num_generations=1
+        ),
+        TypeError,
+        "'groups' must be an integer (got True)",
+    ),
+    (
+        "observe counts and decisions",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(), [ADMITTED], groups=1, admitted=1, num_generations=1
+        ),
+        TypeError,
+        "give 'groups' and 'admitted', or the deprecated 'decisions_or_stats', not both",
+    ),
+    (
+        "prompts needed negative probability",
+        lambda: prompts_needed([0.5, -0.1], 1),
+        ValueError,
+        "'probabilities' entries must be in [0, 1] (got -0.1)",
+    ),
+    (
+        "prompts needed nan probability",
+        lambda: prompts_needed([math.nan], 1, 0.9),
+        ValueError,
+        "'probabilities' entries must be in [0, 1] (got nan)",
+    ),
+    (
+        "prompts needed string probability",
+        lambda: prompts_needed(["0.5"], 1),  # type: ignore[list-item]
+        TypeError,
+        "'probabilities' entries must be real numbers (got '0.5')",
+    ),
+    (
+        "prompts needed not a sequence",
+        lambda: prompts_needed(0.5, 1),  # type: ignore[arg-type]
+        TypeError,
+        "'probabilities' must be a sequence of probabilities (got 0.5)",
+    ),
+    (
+        "prompts needed negative remaining",
+        lambda: prompts_needed([0.5], -1),
+        ValueError,
+        "'remaining' must be >= 0 (got -1)",
+    ),
+    (
+        "prompts needed confidence one",
+        lambda: prompts_needed([0.5], 1, 1.0),
+        ValueError,
+        "'confidence' must be in (0, 1) (got 1.0)",
+    ),
+    (
+        "informative probability negative alpha",
+        lambda: informative_probability(-1, 0.5, 8),
+        ValueError,
+        "'alpha' must be a finite number > 0 (got -1)",
+    ),
+    (
+        "informative probability nan beta",
+        lambda: informative_probability(0.5, math.nan, 8),
+        ValueError,
+        "'beta' must be a finite number > 0 (got nan)",
+    ),
+    (
+        "history reward range too wide",
+        lambda: PromptHistoryConfig(group_size=8, reward_range=(-1e308, 1e308)),
+        ValueError,
+        "'reward_range' must have a finite width high - low (got (-1e+308, 1e+308))",
+    ),
+    (
         "session state empty",
         lambda: AdmissionSession().load_state_dict({}),
         CheckpointError,
@@ -1270,6 +1298,38 @@ def test_bad_input_raises_a_clear_error(
     name: str, call: Callable[[], Any], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+COUNTS_GIVEN_A_BOOL: list[tuple[str, Callable[[], Any]]] = [
+    ("begin_step", lambda: AdmissionSession().begin_step(True)),  # type: ignore[arg-type]
+    ("record samples", lambda: AdmissionSession().record(ADMITTED, samples=True)),  # type: ignore[arg-type]
+    ("judge tokens", lambda: AdmissionSession().judge([0, 1], generated_tokens=True)),  # type: ignore[arg-type]
+    ("plan size", lambda: _stepping().plan(num_generations=True)),  # type: ignore[arg-type]
+    ("stream in flight", lambda: _stepping().stream_plan(True)),  # type: ignore[arg-type]
+    ("can_launch groups", lambda: _stepping().can_launch(True)),  # type: ignore[arg-type]
+    (
+        "observe groups",
+        lambda: SamplingBudgetController().observe_round(
+            SamplingBudgetState(),
+            groups=True,
+            admitted=0,
+            num_generations=1,  # type: ignore[arg-type]
+        ),
+    ),
+    ("binomial remaining", lambda: binomial_groups_needed(True, 0.5, 0.9)),  # type: ignore[arg-type]
+    ("prompts needed remaining", lambda: prompts_needed([0.5], True)),  # type: ignore[arg-type]
+    ("informative group size", lambda: informative_probability(1, 1, True)),  # type: ignore[arg-type]
+    ("history config group size", lambda: PromptHistoryConfig(group_size=True)),  # type: ignore[arg-type]
+    ("budget config cap", lambda: SamplingBudgetConfig(max_extra_groups=True)),  # type: ignore[arg-type]
+    ("drop limit count", lambda: DropLimits(max_rejected_groups=True)),  # type: ignore[arg-type]
+    ("stats fallback count", lambda: AdmissionStats().record_fallback(True)),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("call", [c[1] for c in COUNTS_GIVEN_A_BOOL], ids=[c[0] for c in COUNTS_GIVEN_A_BOOL])
+def test_a_bool_where_a_count_is_expected_is_a_type_error_everywhere(call: Callable[[], Any]) -> None:
+    with pytest.raises(TypeError, match=r"must be an integer \(got True\)"):
         call()
 
 

@@ -36,6 +36,11 @@ def decisions(admitted: int, rejected: int) -> list:
     return [GOOD] * admitted + [DEAD] * rejected
 
 
+def counts(admitted: int, rejected: int) -> dict[str, int]:
+    """The keyword counts of a round with ``admitted`` and ``rejected`` groups."""
+    return {"groups": admitted + rejected, "admitted": admitted}
+
+
 def controller(**fields: Any) -> SamplingBudgetController:
     return SamplingBudgetController(SamplingBudgetConfig(**fields))
 
@@ -44,7 +49,7 @@ class TestPlans:
     def test_the_default_budget_disables_resampling(self) -> None:
         ctl = controller()
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(2, 2), num_generations=4)
+        ctl.observe_round(state, **counts(2, 2), num_generations=4)
 
         plan = ctl.plan_resampling(state, target_groups=4, num_generations=4)
 
@@ -62,7 +67,7 @@ class TestPlans:
     def test_target_met_is_not_exhaustion(self) -> None:
         ctl = controller(max_extra_groups=4, max_resample_rounds=1)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(4, 0), num_generations=4)
+        ctl.observe_round(state, **counts(4, 0), num_generations=4)
 
         plan = ctl.plan_resampling(state, target_groups=4, num_generations=4)
 
@@ -71,7 +76,7 @@ class TestPlans:
     def test_expected_mode_asks_remaining_over_rate(self) -> None:
         ctl = controller(max_extra_groups=100, max_resample_rounds=3)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(6, 4), num_generations=8)
+        ctl.observe_round(state, **counts(6, 4), num_generations=8)
 
         plan = ctl.plan_resampling(state, target_groups=10, num_generations=8)
 
@@ -82,7 +87,7 @@ class TestPlans:
     def test_the_rate_is_floored(self) -> None:
         ctl = controller(max_extra_groups=1000, max_resample_rounds=3, min_effective_rate=0.1)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(0, 10), num_generations=8)
+        ctl.observe_round(state, **counts(0, 10), num_generations=8)
 
         plan = ctl.plan_resampling(state, target_groups=10, num_generations=8)
 
@@ -91,9 +96,9 @@ class TestPlans:
     def test_the_ema_starts_at_the_first_round_then_moves_by_alpha(self) -> None:
         ctl = controller(effective_rate_ema_alpha=0.25)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(1, 3), num_generations=2)
+        ctl.observe_round(state, **counts(1, 3), num_generations=2)
         first = state.effective_rate_ema
-        ctl.observe_round(state, decisions(1, 0), num_generations=2)
+        ctl.observe_round(state, **counts(1, 0), num_generations=2)
 
         assert 0.25 == first
         assert 0.25 * 1.0 + 0.75 * 0.25 == state.effective_rate_ema
@@ -101,7 +106,7 @@ class TestPlans:
     def test_a_round_without_groups_leaves_the_rate_alone(self) -> None:
         ctl = controller()
         state = ctl.new_state()
-        ctl.observe_round(state, [], num_generations=2)
+        ctl.observe_round(state, groups=0, admitted=0, num_generations=2)
 
         assert (1, None) == (state.sampling_rounds, state.effective_rate_ema)
 
@@ -114,7 +119,7 @@ class TestPlans:
             max_total_tokens=10 * 100 + 5 * 100 + 99,
         )
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(2, 8), num_generations=3, generated_tokens=1000)
+        ctl.observe_round(state, **counts(2, 8), num_generations=3, generated_tokens=1000)
 
         plan = ctl.plan_resampling(state, target_groups=10, num_generations=3)
 
@@ -126,7 +131,7 @@ class TestPlans:
     def test_the_extra_group_budget_counts_every_generated_group(self) -> None:
         ctl = controller(max_extra_groups=3, max_resample_rounds=5)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(1, 9), num_generations=2)
+        ctl.observe_round(state, **counts(1, 9), num_generations=2)
 
         plan = ctl.plan_resampling(state, target_groups=10, num_generations=2)
 
@@ -135,7 +140,7 @@ class TestPlans:
     def test_an_explicit_token_estimate_wins_over_the_observed_average(self) -> None:
         ctl = controller(max_extra_groups=50, max_resample_rounds=2, max_total_tokens=2000)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(5, 5), num_generations=2, generated_tokens=1000)
+        ctl.observe_round(state, **counts(5, 5), num_generations=2, generated_tokens=1000)
 
         observed = ctl.plan_resampling(state, target_groups=10, num_generations=2)
         estimated = ctl.plan_resampling(
@@ -147,7 +152,7 @@ class TestPlans:
     def test_exhaustion_by_a_cap_is_explicit(self) -> None:
         ctl = controller(max_extra_groups=10, max_resample_rounds=3, max_total_samples=20)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(0, 10), num_generations=2)
+        ctl.observe_round(state, **counts(0, 10), num_generations=2)
 
         plan = ctl.plan_resampling(state, target_groups=10, num_generations=2)
 
@@ -159,19 +164,24 @@ class TestPlans:
 
         assert (6, ("sample_budget",)) == (plan.extra_groups, plan.limited_by)
 
-    def test_stats_and_batch_results_are_observations_too(self) -> None:
+    def test_decisions_stats_and_batch_results_still_count_but_are_deprecated(self) -> None:
         import numpy as np
 
         ctl = controller()
-        from_stats, from_batch = ctl.new_state(), ctl.new_state()
+        from_counts, from_stats, from_batch, from_list = (ctl.new_state() for _ in range(4))
         stats = AdmissionStats()
         stats.add_many(decisions(3, 1))
-        ctl.observe_round(from_stats, stats, num_generations=2)
-        ctl.observe_round(
-            from_batch, POLICY.evaluate_batch(np.array([[0, 1]] * 3 + [[1, 1]])), num_generations=2
-        )
+        ctl.observe_round(from_counts, **counts(3, 1), num_generations=2)
+        with pytest.warns(DeprecationWarning, match="pass groups= and admitted="):
+            ctl.observe_round(from_stats, stats, num_generations=2)
+        with pytest.warns(DeprecationWarning, match="pass groups= and admitted="):
+            ctl.observe_round(
+                from_batch, POLICY.evaluate_batch(np.array([[0, 1]] * 3 + [[1, 1]])), num_generations=2
+            )
+        with pytest.warns(DeprecationWarning, match="pass groups= and admitted="):
+            ctl.observe_round(from_list, decisions(3, 1), num_generations=2)
 
-        assert from_stats == from_batch
+        assert from_stats == from_batch == from_list == from_counts
         assert (4, 8, 3, 1) == (
             from_stats.generated_groups,
             from_stats.generated_samples,
@@ -182,7 +192,7 @@ class TestPlans:
     def test_new_state_can_carry_the_rate_across_steps(self) -> None:
         ctl = controller()
         old = ctl.new_state()
-        ctl.observe_round(old, decisions(1, 1), num_generations=2)
+        ctl.observe_round(old, **counts(1, 1), num_generations=2)
 
         assert SamplingBudgetState(effective_rate_ema=0.5) == ctl.new_state(carry_rate_from=old)
 
@@ -191,7 +201,7 @@ class TestDeterminismAndCheckpoints:
     def test_a_restored_state_plans_exactly_what_the_original_would(self) -> None:
         ctl = controller(max_extra_groups=20, max_resample_rounds=3, max_total_tokens=5000, mode="confidence")
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(3, 7), num_generations=4, generated_tokens=1234)
+        ctl.observe_round(state, **counts(3, 7), num_generations=4, generated_tokens=1234)
 
         restored = SamplingBudgetState.from_dict(json.loads(json.dumps(state.to_dict())))
         twin = SamplingBudgetController(SamplingBudgetConfig.from_mapping(ctl.config.to_dict()))
@@ -203,7 +213,7 @@ class TestDeterminismAndCheckpoints:
     def test_planning_never_changes_the_state(self) -> None:
         ctl = controller(max_extra_groups=20, max_resample_rounds=3)
         state = ctl.new_state()
-        ctl.observe_round(state, decisions(3, 7), num_generations=4)
+        ctl.observe_round(state, **counts(3, 7), num_generations=4)
         before = state.to_dict()
 
         first = ctl.plan_resampling(state, target_groups=10, num_generations=4)
@@ -262,7 +272,7 @@ def test_a_larger_budget_never_plans_fewer_groups(
         "max_total_samples": None if samples is None else samples + bump * 8,
     }
     state = SamplingBudgetState()
-    SamplingBudgetController().observe_round(state, decisions(admitted, rejected), num_generations=8)
+    SamplingBudgetController().observe_round(state, **counts(admitted, rejected), num_generations=8)
 
     few = controller(**small).plan_resampling(state, target_groups=target, num_generations=8)
     many = controller(**large).plan_resampling(state, target_groups=target, num_generations=8)
@@ -282,7 +292,7 @@ def test_confidence_mode_never_plans_fewer_than_expected_mode(
     admitted: int, rejected: int, target: int, extra: int, confidence: float, floor: float
 ) -> None:
     state = SamplingBudgetState()
-    SamplingBudgetController().observe_round(state, decisions(admitted, rejected), num_generations=4)
+    SamplingBudgetController().observe_round(state, **counts(admitted, rejected), num_generations=4)
     common = {"max_extra_groups": extra, "max_resample_rounds": 2, "min_effective_rate": floor}
 
     expected = controller(**common).plan_resampling(state, target_groups=target, num_generations=4)
@@ -352,7 +362,7 @@ class BudgetMachine(RuleBasedStateMachine):
         tokens = data.draw(st.integers(0, groups * self.bound), label="tokens")
         self.ctl.observe_round(
             self.state,
-            decisions(admitted, groups - admitted),
+            **counts(admitted, groups - admitted),
             num_generations=self.generations,
             generated_tokens=tokens,
         )
@@ -384,10 +394,10 @@ TestBudgetMachine = BudgetMachine.TestCase
 def test_a_reject_everything_policy_ends_in_explicit_exhaustion() -> None:
     ctl = controller(max_extra_groups=1000, max_resample_rounds=4)
     state = ctl.new_state()
-    ctl.observe_round(state, decisions(0, 8), num_generations=4)
+    ctl.observe_round(state, **counts(0, 8), num_generations=4)
     rounds = 1
     while (plan := ctl.plan_resampling(state, target_groups=8, num_generations=4)).extra_groups:
-        ctl.observe_round(state, decisions(0, plan.extra_groups), num_generations=4)
+        ctl.observe_round(state, **counts(0, plan.extra_groups), num_generations=4)
         rounds += 1
 
     assert 5 == rounds
@@ -448,7 +458,7 @@ def trace(scenario: dict[str, Any]) -> list[dict[str, Any]]:
         tokens = groups * (scenario["tokens_per_group"] or 0)
         ctl.observe_round(
             state,
-            decisions(admitted, groups - admitted),
+            **counts(admitted, groups - admitted),
             num_generations=scenario["generations"],
             generated_tokens=tokens,
         )
@@ -494,17 +504,15 @@ def _reachable_state(
     ctl = controller(effective_rate_ema_alpha=0.3)
     previous = ctl.new_state()
     for admitted, rejected, _, tokens in carried:
-        ctl.observe_round(previous, decisions(admitted, rejected), num_generations=2, generated_tokens=tokens)
+        ctl.observe_round(previous, **counts(admitted, rejected), num_generations=2, generated_tokens=tokens)
     state = ctl.new_state(carry_rate_from=previous)
     for admitted, rejected, extra, tokens in rounds:
         if extra is None:
-            ctl.observe_round(
-                state, decisions(admitted, rejected), num_generations=3, generated_tokens=tokens
-            )
+            ctl.observe_round(state, **counts(admitted, rejected), num_generations=3, generated_tokens=tokens)
         else:
             samples = admitted + rejected + extra
             ctl.observe_round(
-                state, decisions(admitted, rejected), generated_samples=samples, generated_tokens=tokens
+                state, **counts(admitted, rejected), generated_samples=samples, generated_tokens=tokens
             )
     return state
 
@@ -569,7 +577,7 @@ def test_confidence_planning_with_a_tiny_rate_floor_returns_at_once(target: int)
         max_extra_groups=10**12, max_resample_rounds=3, min_effective_rate=1e-9, mode="confidence"
     )
     state = ctl.new_state()
-    ctl.observe_round(state, decisions(0, 8), num_generations=4)
+    ctl.observe_round(state, **counts(0, 8), num_generations=4)
 
     plan = ctl.plan_resampling(state, target_groups=target, num_generations=4)
 
@@ -585,7 +593,7 @@ def test_huge_caps_and_a_tiny_token_estimate_do_not_overflow() -> None:
         max_extra_groups=10**400, max_resample_rounds=1, max_total_tokens=10**400, max_total_samples=10**400
     )
     state = ctl.new_state()
-    ctl.observe_round(state, decisions(0, 4), num_generations=2, generated_tokens=7)
+    ctl.observe_round(state, **counts(0, 4), num_generations=2, generated_tokens=7)
 
     plan = ctl.plan_resampling(
         state, target_groups=10**300, num_generations=2, estimated_tokens_per_group=1e-300
@@ -602,7 +610,7 @@ def test_huge_caps_and_a_tiny_token_estimate_do_not_overflow() -> None:
 def test_the_token_cap_is_exact_for_huge_budgets() -> None:
     ctl = controller(max_extra_groups=10**30, max_resample_rounds=1, max_total_tokens=3 * 10**25 + 2)
     state = ctl.new_state()
-    ctl.observe_round(state, decisions(0, 1), num_generations=1, generated_tokens=2)
+    ctl.observe_round(state, **counts(0, 1), num_generations=1, generated_tokens=2)
 
     plan = ctl.plan_resampling(state, target_groups=10**29, num_generations=1, estimated_tokens_per_group=3)
 
@@ -637,7 +645,7 @@ def test_numpy_integers_are_counts_and_stay_plain_ints() -> None:
     ctl = controller(max_extra_groups=8, max_resample_rounds=2)
     state = ctl.new_state()
 
-    ctl.observe_round(state, decisions(1, 3), num_generations=np.int64(2), generated_tokens=np.int32(40))
+    ctl.observe_round(state, **counts(1, 3), num_generations=np.int64(2), generated_tokens=np.int32(40))
     plan = ctl.plan_resampling(state, target_groups=np.int64(4), num_generations=np.int64(2))
 
     assert json.loads(json.dumps(state.to_dict())) == state.to_dict()

@@ -320,7 +320,7 @@ BAD_FILES = [
     ("policy: 3\n", "'policy' in"),
     ("policy: {min_reward_range: -0.5}\n", "'min_reward_range' must be >= 0 (got -0.5)"),
     ("policy: {min_reward_rang: 0.5}\n", "unknown key(s) 'min_reward_rang'"),
-    ("budget: {mode: greedy}\n", "'mode' must be 'expected' or 'confidence' (got 'greedy')"),
+    ("budget: {mode: greedy}\n", "'mode' must be one of 'expected', 'confidence' (got 'greedy')"),
     ("budget: {max_extra_groups: 1.5}\n", "'max_extra_groups' must be an integer (got 1.5)"),
     ("simulation: {steps: 1}\n", "must hold a 'policy' and/or a 'budget' mapping"),
     ("policy: {}\nstrategies: roll\n", "'strategies' must be a list"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given
@@ -19,6 +21,7 @@ from group_admission import (
     PromptHistoryConfig,
     informative_probability,
 )
+from group_admission._history_state import HistoryParts
 
 POLICY = GroupAdmissionPolicy({"min_reward_std": 1e-6})
 
@@ -57,6 +60,45 @@ class TestInformativeProbability:
         if size == 1:
             assert 0.0 == value
 
+    @pytest.mark.parametrize(
+        ("arguments", "error", "message"),
+        [
+            ((-1, 0.5, 8), ValueError, "'alpha' must be a finite number > 0 (got -1)"),
+            ((0.5, math.nan, 8), ValueError, "'beta' must be a finite number > 0 (got nan)"),
+            ((0.5, math.inf, 8), ValueError, "'beta' must be a finite number > 0 (got inf)"),
+            (("1", 0.5, 8), TypeError, "'alpha' must be a real number (got '1')"),
+            ((0.5, 0.5, 0), ValueError, "'group_size' must be >= 1 (got 0)"),
+            ((0.5, 0.5, True), TypeError, "'group_size' must be an integer (got True)"),
+            ((0.5, 0.5, 8.0), TypeError, "'group_size' must be an integer (got 8.0)"),
+        ],
+    )
+    def test_bad_arguments_are_refused(
+        self, arguments: tuple[Any, ...], error: type[Exception], message: str
+    ) -> None:
+        with pytest.raises(error, match=re.escape(message)):
+            informative_probability(*arguments)
+
+    @pytest.mark.parametrize(("alpha", "beta"), [(0.5, 0.5), (3.0, 1.5), (0.02, 40.0)])
+    def test_large_groups_take_the_closed_form_which_continues_the_product(
+        self, alpha: float, beta: float
+    ) -> None:
+        size = 300  # above the product's 256 members
+        all_pass = all_fail = 1.0
+        for i in range(size):
+            all_pass *= (alpha + i) / (alpha + beta + i)
+            all_fail *= (beta + i) / (alpha + beta + i)
+
+        assert math.isclose(1 - all_pass - all_fail, informative_probability(alpha, beta, size), rel_tol=1e-9)
+
+    def test_an_absurd_group_size_costs_no_more_than_a_large_one(self) -> None:
+        # A product over 10**15 members would never return; the closed form answers at once.
+        value = informative_probability(0.5, 0.5, 10**15)
+
+        assert 0.999 < value < 1.0
+        history = PromptHistory(PromptHistoryConfig(group_size=10**15))
+        history.observe(0, _decision(4), step=0)
+        assert len(history.pick(list(range(50)), step=1).picked) == 50
+
 
 class TestConfig:
     @pytest.mark.parametrize(
@@ -70,6 +112,7 @@ class TestConfig:
             ({"group_size": 8, "prior": (0.0, 1.0)}, ValueError, "'prior' must hold two finite numbers > 0"),
             ({"group_size": 8, "prior": "flat"}, TypeError, "'prior' must be a pair of numbers"),
             ({"group_size": 8, "reward_range": (1.0, 0.0)}, ValueError, "finite low < high"),
+            ({"group_size": 8, "reward_range": (-1e308, 1e308)}, ValueError, "a finite width high - low"),
             ({"group_size": 8, "half_life": 0}, ValueError, "'half_life' must be None or a finite"),
             ({"group_size": 8, "half_life": "long"}, TypeError, "'half_life' must be None or a number"),
             ({"group_size": 8, "seed": -1}, ValueError, "'seed' must be >= 0"),
@@ -326,6 +369,15 @@ class TestState:
     def test_a_non_mapping_is_refused(self) -> None:
         with pytest.raises(CheckpointError, match="must be a mapping"):
             PromptHistory.from_dict([])  # type: ignore[arg-type]
+
+    def test_a_restore_sets_exactly_the_fields_a_history_has(self) -> None:
+        """Every field is configuration or restored by the one hook: a renamed field fails here."""
+        history = self._trained()
+        fields = set(vars(history))
+        restored = PromptHistory.from_dict(json.loads(json.dumps(history.to_dict())))
+
+        assert fields == {"_config", "_rank", "_lock"} | {f"_{f.name}" for f in attrs.fields(HistoryParts)}
+        assert fields == set(vars(restored))
 
 
 class TestMerge:

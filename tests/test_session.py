@@ -8,6 +8,7 @@ import pickle
 import threading
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ from group_admission import (
     SamplingBudgetConfig,
     StepLifecycleError,
 )
+from group_admission._session_state import SessionParts, StepBook
 
 GATE = {"min_reward_std": 1e-6}
 LIVE, DEAD = [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]
@@ -124,6 +126,71 @@ def test_can_launch_counts_groups_in_flight_and_the_round_in_progress() -> None:
 def test_step_calls_before_begin_step_are_refused(call: str) -> None:
     with pytest.raises(StepLifecycleError, match=rf"call begin_step\(target_groups\) before {call}\(\)"):
         getattr(AdmissionSession(), call)()
+
+
+def test_begin_step_on_an_open_step_is_refused_and_keeps_that_step() -> None:
+    session = AdmissionSession(GATE, budget=budget())
+    session.begin_step(target_groups=2)
+    session.judge(LIVE)
+    with pytest.raises(
+        StepLifecycleError, match=r"begin_step\(\) while step 0 is open: call end_step\(\) first"
+    ):
+        session.begin_step(target_groups=5)
+
+    report = session.end_step()
+    assert (0, 2, 1) == (report.step, report.target_groups, report.admitted_groups)
+    session.begin_step(target_groups=5)
+    assert (1, 5) == (session.step, session.target_groups)
+
+
+@pytest.mark.parametrize("where", ["before the first step", "between two steps"])
+def test_groups_judged_outside_a_step_count_in_the_lifetime_and_in_no_step(where: str) -> None:
+    session = AdmissionSession(GATE, budget=budget())
+    if where == "between two steps":
+        session.begin_step(target_groups=1)
+        session.judge(LIVE)
+        session.end_step()
+    lifetime = session.stats.candidates
+    session.judge_batch([LIVE, LIVE, LIVE])
+    session.judge(LIVE)
+    session.record_fallback(0)
+    session.begin_step(target_groups=2)
+    plan = session.plan(num_generations=4)
+    session.judge_batch([LIVE, DEAD])
+    report = session.end_step()
+
+    assert lifetime + 6 == session.stats.candidates
+    # The step sees only its own groups: its first plan is the target, its report its two groups.
+    assert (2, 2, ()) == (plan.remaining_target_groups, plan.extra_groups, plan.limited_by)
+    assert (1, 1, 2, 1) == (
+        report.admitted_groups,
+        report.kept_groups,
+        report.generated_groups,
+        report.sampling_rounds,
+    )
+    assert 2 == session.step_stats.candidates
+
+
+def test_a_fallback_recorded_outside_a_step_counts_in_the_lifetime_only() -> None:
+    session = AdmissionSession(GATE)
+    session.judge(DEAD)
+    session.record_fallback(1)
+
+    assert (1, 0) == (session.stats.fallback_admitted, session.step_stats.fallback_admitted)
+
+
+def test_every_field_of_a_session_is_configuration_or_restored_by_the_one_hook() -> None:
+    """A renamed field fails here instead of becoming a new attribute on restore."""
+    session = _session()
+    _run(session, [("begin", 2), ("judge", LIVE), ("plan", 2)])
+    fields = set(vars(session))
+    restored = _session()
+    restored.load_state_dict(json.loads(json.dumps(session.state_dict())))
+
+    configuration = {"_policy", "_controller", "_limits", "_host", "_lock"}
+    assert fields == configuration | {f"_{field.name}" for field in attrs.fields(SessionParts)}
+    assert fields == set(vars(restored))
+    assert {f.name for f in attrs.fields(StepBook)} >= {"index", "open", "target", "state", "round"}
 
 
 def test_a_ratio_limit_forces_gate_rejections_through_but_never_unusable_data() -> None:

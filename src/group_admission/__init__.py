@@ -28,8 +28,9 @@ from ._exceptions import (
     GroupAdmissionError,
     StepLifecycleError,
 )
-from ._history import PromptEstimate, PromptHistory, PromptPicks, informative_probability
+from ._history import PromptEstimate, PromptHistory, PromptPicks
 from ._history_config import PromptHistoryConfig
+from ._history_state import informative_probability
 from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed

@@ -21,7 +21,7 @@ from ._inputs import (
     external_reason_tuple,
     merge_rollouts,
 )
-from ._judge import Scorer, judge_group
+from ._judge import Scorer, add_problem, judge_group, measure_similarity
 from ._reasons import (
     ADMITTED_CODE,
     CHECK_BITS,
@@ -29,15 +29,15 @@ from ._reasons import (
     CHECK_MISSING_COMPLETION,
     CHECK_MISSING_REWARD,
     CHECK_NON_FINITE_REWARD,
-    CHECK_REWARD_OVERFLOW,
     CHECK_SIMILARITY,
+    CHECK_STD,
     REASONS_BY_CODE,
     REWARD_CHECK_BITS,
     RejectionReason,
+    primary_reason,
 )
 from ._rewards import coerce_batch, is_torch_tensor
-from ._similarity import pairwise_similarities
-from ._validation import describe
+from ._validation import deprecated, describe
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -100,7 +100,13 @@ class BatchAdmissionResult:
         ]
 
     def reasons(self) -> list[str | None]:
-        """Alias of :meth:`primary_reasons` (a decision's ``reasons`` are its failed checks)."""
+        """
+        Deprecated alias of :meth:`primary_reasons` (a decision's ``reasons`` were its failed checks).
+
+        .. deprecated:: 0.2.0
+            Use :meth:`primary_reasons`; the alias goes in 0.3.0.
+        """
+        deprecated("BatchAdmissionResult.reasons()", "use primary_reasons() (failed checks are check_flags)")
         return self.primary_reasons()
 
     def decision(self, index: int) -> GroupAdmissionDecision:
@@ -202,19 +208,22 @@ class _Columns:
 
 def _reward_gate(
     config: GroupAdmissionConfig, gated: FloatArray, invalid: BoolArray, columns: _Columns
-) -> None:
-    """Statistics and failed-check flags of every group with finite rewards (NaN elsewhere)."""
+) -> set[int]:
+    """
+    Statistics and failed-check flags of every group with finite rewards (NaN elsewhere).
+
+    Returns the rows whose statistics overflow: they are judged one by one, as
+    ``evaluate`` judges them (the scalar gate overflows exactly where this one does).
+    """
     valid = np.flatnonzero(~invalid)
     if not len(valid):
-        return
+        return set()
     whole = len(valid) == len(gated)
     mean, std, spread, nontrivial, scale, overflow = batch_reward_statistics(
         gated if whole else gated[valid], config.advantage_tolerance
     )
-    if overflow.any():
-        # As ``judge_group`` does: NaN statistics, no gate checks, an external detail.
-        for row in valid[overflow].tolist():
-            columns.external.setdefault(row, []).append(CHECK_REWARD_OVERFLOW)
+    overflowing = set(valid[overflow].tolist())
+    if overflowing:
         keep = ~overflow
         valid, nontrivial = valid[keep], nontrivial[keep]
         mean, std, spread, scale = mean[keep], std[keep], spread[keep], scale[keep]
@@ -222,6 +231,7 @@ def _reward_gate(
     columns.nontrivial[valid] = nontrivial
     for check, mask in batch_reward_failures(config, std, spread, nontrivial, scale).items():
         columns.flags[valid[mask]] |= CHECK_BITS[check]
+    return overflowing
 
 
 def _similarity_gate(
@@ -231,24 +241,19 @@ def _similarity_gate(
     skip: set[int],
     columns: _Columns,
 ) -> None:
-    """Mean and max pairwise similarity per group; flags redundant and missing-text groups."""
-    threshold = config.max_mean_pairwise_similarity
-    if threshold is None:
+    """Mean and max pairwise similarity per group, by the judge's own gate (rows in ``skip`` aside)."""
+    if config.max_mean_pairwise_similarity is None:
         return
     for row, row_texts in enumerate(texts):
         if row in skip:
             continue
-        if any(text is None for text in row_texts):
-            found = columns.external.setdefault(row, [])
-            if CHECK_MISSING_COMPLETION not in found:
-                found.append(CHECK_MISSING_COMPLETION)
-            continue
-        if len(row_texts) < 2:
-            continue
-        scores = pairwise_similarities(row_texts, config.similarity_ngram_size, scorer)  # type: ignore[arg-type]
-        columns.mean_similarity[row], columns.max_similarity[row] = float(scores.mean()), float(scores.max())
-        if columns.mean_similarity[row] > threshold:
-            columns.flags[row] |= CHECK_BITS[CHECK_SIMILARITY]
+        mean, high, check = measure_similarity(config, scorer, row_texts)
+        if check == CHECK_MISSING_COMPLETION:
+            add_problem(columns.external.setdefault(row, []), check)
+        elif check is not None:
+            columns.flags[row] |= CHECK_BITS[check]
+        if mean is not None:
+            columns.mean_similarity[row], columns.max_similarity[row] = mean, high
 
 
 def _repeated_id_rows(rollout_ids: Any, groups: int, size: int) -> dict[int, list[Hashable]]:
@@ -295,18 +300,19 @@ def evaluate_batch(
         found.extend(p for p in _row_problems(bool(missing[row]), bool(non_finite[row])) if p not in found)
         if found:
             columns.external[row] = found
-    _reward_gate(config, gated, failed, columns)
+    single = set(merged) | _reward_gate(config, gated, failed, columns)
     if texts is not None:
-        _similarity_gate(config, scorer, texts, set(merged), columns)
+        _similarity_gate(config, scorer, texts, single, columns)
     _assign_codes(columns)
-    # Rows whose rollout ids repeat are merged and judged one by one, as evaluate() does.
-    for row, ids in merged.items():
-        values, row_texts, inconsistent = merge_rollouts(
-            gated[row].tolist(), None if texts is None else texts[row], ids
-        )
+    # Rows whose rollout ids repeat (merged) or whose statistics overflow are judged one by
+    # one, exactly as evaluate() judges them.
+    for row in sorted(single):
+        values, row_texts = gated[row].tolist(), None if texts is None else texts[row]
         problems = _row_problems(bool(missing[row]), bool(non_finite[row]))
-        if inconsistent:
-            problems.append(CHECK_INCONSISTENT_ROLLOUT)
+        if row in merged:
+            values, row_texts, inconsistent = merge_rollouts(values, row_texts, merged[row])
+            if inconsistent:
+                problems.append(CHECK_INCONSISTENT_ROLLOUT)
         key = None if keys is None else keys[row]
         external = _caller_reasons(caller, row)
         columns.write(row, judge_group(config, scorer, values, row_texts, external, problems, size, key))
@@ -329,15 +335,37 @@ def _empty_columns(groups: int, size: int) -> _Columns:
     )
 
 
+def _precedence() -> npt.NDArray[np.int8]:
+    """
+    The primary reason's code of every case, as :func:`primary_reason` assigns it.
+
+    A case is ``8 * external + 4 * reward check failed + 2 * similarity check failed +
+    dead`` (a gated reward range of exactly 0).
+    """
+    table = np.zeros(16, dtype=np.int8)
+    for case in range(16):
+        external, reward, similar, dead = (bool(case & bit) for bit in (8, 4, 2, 1))
+        failed = [CHECK_STD] * reward + [CHECK_SIMILARITY] * similar
+        reason = primary_reason(["external"] * external, failed, 0.0 if dead else 1.0)
+        table[case] = ADMITTED_CODE if reason is None else reason.code
+    return table
+
+
+_PRECEDENCE = _precedence()
+
+
 def _assign_codes(columns: _Columns) -> None:
-    """Each row's primary reason from its failed checks, in the vocabulary's precedence."""
+    """Each row's primary reason, looked up in the table :func:`primary_reason` defines."""
     flags = columns.flags
-    columns.codes[(flags & CHECK_BITS[CHECK_SIMILARITY]) > 0] = RejectionReason.REDUNDANT.code
-    reward_failed = (flags & REWARD_CHECK_BITS) > 0
-    columns.codes[reward_failed] = np.where(
-        columns.spread[reward_failed] == 0.0, RejectionReason.EXACT_DEAD.code, RejectionReason.NEAR_TIE.code
+    external = np.zeros(len(flags), dtype=np.int64)
+    external[list(columns.external)] = 1
+    case = (
+        8 * external
+        + 4 * ((flags & REWARD_CHECK_BITS) > 0)
+        + 2 * ((flags & CHECK_BITS[CHECK_SIMILARITY]) > 0)
+        + (columns.spread == 0.0)
     )
-    columns.codes[list(columns.external)] = RejectionReason.EXTERNAL.code
+    columns.codes[:] = _PRECEDENCE[case]
 
 
 def _result(columns: _Columns, size: int, keys: tuple[Hashable, ...] | None) -> BatchAdmissionResult:

@@ -1,24 +1,23 @@
-"""``SamplingBudgetController``: deterministic, hard-capped planning of resampling rounds."""
+"""
+The sampling budget: its caps, a step's counts, the cap arithmetic, and the round planner.
+
+``SamplingBudgetConfig``, ``SamplingBudgetState``, ``budget_caps`` (the one copy of the cap
+arithmetic), ``check_planner`` (the one set of planner checks) and the deterministic,
+hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 import attrs
 
-from ._batch import BatchAdmissionResult
-from ._decision import GroupAdmissionDecision
-from ._exceptions import CheckpointError
 from ._loading import coerce_config, from_mapping, load_yaml_mapping
-from ._metrics import AdmissionStats
-from ._planning import (
-    binomial_groups_needed,
-    check_tokens_per_group,
-    groups_expected,
-    groups_within,
-)
+from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
+from ._plans import BudgetLimit, PlanBase, size_plan
+from ._state_checks import StateFormat
 from ._validation import (
     as_float,
     as_int,
@@ -26,41 +25,31 @@ from ._validation import (
     check_finite,
     check_ge,
     check_int,
+    check_one_of,
     check_optional,
+    check_probability,
     check_range,
     check_real,
+    deprecated,
     describe,
+    field_check,
 )
 
 __all__ = [
-    "BudgetLimit",
     "ResamplePlan",
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
     "budget_caps",
+    "check_budget_objects",
+    "check_planner",
+    "rounds_spent",
 ]
 
-#: Why a plan is what it is: the target is met, or a cap binds.
-BudgetLimit = Literal[
-    "target_met",
-    "resample_round_budget",
-    "extra_group_budget",
-    "per_round_group_budget",
-    "sample_budget",
-    "token_budget",
-]
 PlanningMode = Literal["expected", "confidence"]
-Observation: TypeAlias = Iterable[GroupAdmissionDecision] | BatchAdmissionResult | AdmissionStats
 
 _count = (check_int, check_ge(0))
 _optional_count = check_optional(check_int, check_ge(0))
-
-
-def _check_mode(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value not in ("expected", "confidence"):
-        msg = f"'{attribute.name}' must be 'expected' or 'confidence' (got {describe(value)})"
-        raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -109,14 +98,10 @@ class SamplingBudgetConfig:
         converter=as_float,
         validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
     )
-    mode: PlanningMode = attrs.field(default="expected", validator=_check_mode)
-    confidence: float = attrs.field(default=0.9, converter=as_float, validator=(check_real, check_finite))
-
-    @confidence.validator
-    def _check_confidence(self, attribute: attrs.Attribute[float], value: float) -> None:
-        if not 0.0 < value < 1.0:
-            msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
-            raise ValueError(msg)
+    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(("expected", "confidence")))
+    confidence: float = attrs.field(
+        default=0.9, converter=as_float, validator=(check_real, check_finite, field_check(check_probability))
+    )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:
@@ -183,22 +168,16 @@ class SamplingBudgetState:
                 fewer samples than groups, samples or tokens without a round, groups
                 without a rate estimate).
         """
-        if not isinstance(data, Mapping):
-            msg = f"'data' must be a SamplingBudgetState dict (got {describe(data)})"
-            raise CheckpointError(msg)
-        names = [field.name for field in attrs.fields(cls)]
-        missing = [name for name in names if name not in data]
-        if missing and set(data) <= set(names):
-            msg = f"SamplingBudgetState dict is missing key(s) {missing!r} (a truncated checkpoint?)"
-            raise CheckpointError(msg)
+        names = tuple(field.name for field in attrs.fields(cls))
+        format_ = StateFormat("the SamplingBudgetState", "SamplingBudgetState.to_dict()", names)
+        data = format_.read(data)
         try:
-            state = from_mapping(cls, data, source="SamplingBudgetState dict")
+            state = cls(**data)
         except (TypeError, ValueError) as exc:
-            raise CheckpointError(str(exc)) from None
+            format_.fail(str(exc))
         problem = state._contradiction()
         if problem:
-            msg = f"SamplingBudgetState dict is contradictory: {problem}"
-            raise CheckpointError(msg)
+            format_.fail(f"it is contradictory: {problem}")
         return state
 
     def _contradiction(self) -> str | None:
@@ -220,78 +199,122 @@ class SamplingBudgetState:
 
 
 @attrs.frozen(kw_only=True)
-class ResamplePlan:
+class ResamplePlan(PlanBase):
     """
     How many more groups to generate, and why not more.
 
     Attributes:
         extra_groups: Groups to generate next (0 when done or exhausted).
-        remaining_target_groups: Admitted groups still missing from the target.
         effective_rate: The rate the plan assumed (floored at ``min_effective_rate``).
-        exhausted: The target is not met and no cap leaves room for another group: the
-            caller should train on what it has, skip the step, or fail, but not wait.
-        limited_by: ``("target_met",)``, or every cap that binds the plan (empty when
-            the estimate itself was granted).
-        requested_groups: What the estimate asked for before the caps.
+        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
+            every plan (``requested_groups``: what the estimate asked for before the caps).
 
     .. versionadded:: 0.1.0
     """
 
     extra_groups: int
-    remaining_target_groups: int
     effective_rate: float
-    exhausted: bool
-    limited_by: tuple[BudgetLimit, ...] = ()
-    requested_groups: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot."""
-        data = attrs.asdict(self)
-        data["limited_by"] = list(self.limited_by)
-        return data
 
 
-def _round_counts(observation: Observation) -> tuple[int, int]:
-    """Return ``(candidates, admitted)`` of one round's observation."""
-    if isinstance(observation, AdmissionStats):
-        return observation.candidates, observation.admitted
-    if isinstance(observation, BatchAdmissionResult):
-        return len(observation), int(observation.admitted.sum())
-    if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
-        msg = (
-            "'decisions_or_stats' must be decisions, a BatchAdmissionResult or an "
-            f"AdmissionStats (got {describe(observation)})"
-        )
+def check_budget_objects(controller: object, state: object) -> None:
+    """
+    The one guard of the planners' controller and state arguments.
+
+    Raises:
+        TypeError: ``controller`` is not a :class:`SamplingBudgetController`, or ``state``
+            not a :class:`SamplingBudgetState`.
+    """
+    if not isinstance(controller, SamplingBudgetController):
+        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
         raise TypeError(msg)
-    candidates = admitted = 0
-    for decision in observation:
-        if not isinstance(decision, GroupAdmissionDecision):
+    if not isinstance(state, SamplingBudgetState):
+        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
+        raise TypeError(msg)
+
+
+def check_planner(
+    controller: object,
+    state: object,
+    target_groups: object,
+    num_generations: object,
+    estimated_tokens_per_group: object,
+    in_flight: object = 0,
+) -> tuple[int, int, int]:
+    """
+    The checks every planner makes: ``(target_groups, num_generations, in_flight)`` as ints.
+
+    Raises:
+        TypeError: a controller or state of the wrong type, or an argument of the wrong
+            type (a bool is no count, and no token estimate).
+        ValueError: a negative target or in-flight count, ``num_generations < 1``, or a
+            token estimate that is not a finite number > 0.
+    """
+    check_budget_objects(controller, state)
+    target = check_count(target_groups, "target_groups")
+    size = check_count(num_generations, "num_generations", 1)
+    flying = check_count(in_flight, "in_flight")
+    check_tokens_per_group(estimated_tokens_per_group)
+    return target, size, flying
+
+
+def _legacy_counts(observation: object) -> tuple[int, int]:
+    """``(groups, admitted)`` of a 0.1 observation: decisions, a batch result or an ``AdmissionStats``."""
+    candidates = getattr(observation, "candidates", None)
+    if isinstance(candidates, int):  # AdmissionStats
+        return candidates, int(observation.admitted)  # type: ignore[attr-defined]
+    if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
+        kinds = "decisions, a BatchAdmissionResult or an AdmissionStats"
+        msg = f"'decisions_or_stats' must be {kinds} (got {describe(observation)})"
+        raise TypeError(msg)
+    flags = []
+    for decision in observation:  # a batch result yields its decisions
+        flag = getattr(decision, "admitted", None)
+        if not isinstance(flag, bool):
             msg = f"'decisions_or_stats' must hold GroupAdmissionDecision objects (got {describe(decision)})"
             raise TypeError(msg)
-        candidates += 1
-        admitted += decision.admitted
-    return candidates, admitted
+        flags.append(flag)
+    return len(flags), sum(flags)
+
+
+def _round_counts(observation: object, groups: object, admitted: object) -> tuple[int, int]:
+    if observation is None:
+        if groups is None or admitted is None:
+            msg = f"'groups' and 'admitted' must be given (got {describe(groups)} and {describe(admitted)})"
+            raise TypeError(msg)
+        groups, admitted = check_count(groups, "groups"), check_count(admitted, "admitted")
+        if admitted > groups:
+            msg = f"'admitted' must be <= the round's groups ({groups}) (got {admitted})"
+            raise ValueError(msg)
+        return groups, admitted
+    if groups is not None or admitted is not None:
+        msg = "give 'groups' and 'admitted', or the deprecated 'decisions_or_stats', not both"
+        raise TypeError(msg)
+    return _legacy_counts(observation)
 
 
 class SamplingBudgetController:
     """
     Plan how many more groups to sample to reach a target of admitted groups, under hard caps.
 
+    The layer below :class:`AdmissionSession`, whose :meth:`~AdmissionSession.plan`,
+    :meth:`~AdmissionSession.can_launch`, :meth:`~AdmissionSession.stream_plan` and
+    :meth:`~AdmissionSession.pick_prompts` keep the step's state and call it: use the
+    controller directly only to build a loop of your own.
+
     The controller only plans: it never calls a sampler, so it fits synchronous loops,
     asynchronous workers and offline rollouts alike. It is deterministic (no randomness,
     no clock); planning reads the state and never changes it, so a controller restored
     from a checkpointed state plans exactly what the original would have.
 
-    Typical step::
+    Typical step (``judge`` returns a round's groups and admitted groups)::
 
-        state = controller.new_state()
-        decisions = judge(sample(target))
-        controller.observe_round(state, decisions, num_generations=G, generated_tokens=t)
-        while (plan := controller.plan_resampling(state, target_groups=target,
-                                                  num_generations=G)).extra_groups:
-            decisions = judge(sample(plan.extra_groups))
-            controller.observe_round(state, decisions, num_generations=G, generated_tokens=t)
-        if plan.exhausted: ...  # train on fewer groups, skip the step, or stop
+        state, groups = controller.new_state(), target
+        while True:
+            counted, admitted = judge(sample(groups))
+            controller.observe_round(state, groups=counted, admitted=admitted, num_generations=G)
+            plan = controller.plan_resampling(state, target_groups=target, num_generations=G)
+            if plan.done: break  # the target is met, or plan.exhausted: train short or stop
+            groups = plan.extra_groups
 
     Args:
         config: The caps (a :class:`SamplingBudgetConfig` or a mapping of its fields).
@@ -321,27 +344,33 @@ class SamplingBudgetController:
     def observe_round(
         self,
         state: SamplingBudgetState,
-        decisions_or_stats: Observation,
+        decisions_or_stats: object = None,
         *,
+        groups: int | None = None,
+        admitted: int | None = None,
         num_generations: int | None = None,
         generated_samples: int | None = None,
         generated_tokens: int = 0,
     ) -> None:
         """
-        Fold one generated round into ``state`` (in place).
+        Fold one generated round into ``state`` (in place): its groups, its admissions, its cost.
 
         Args:
             state: The step's state.
-            decisions_or_stats: The round's decisions (an iterable, a
-                ``BatchAdmissionResult``) or an ``AdmissionStats`` holding just this round.
+            groups: The round's groups (every one judged).
+            admitted: How many of them were admitted.
             num_generations: Samples per group, when every group of the round has that size.
             generated_samples: The round's samples, when its groups differ in size (give
                 exactly one of the two).
             generated_tokens: Tokens generated in this round.
+            decisions_or_stats: Deprecated since 0.2.0 (give ``groups`` and ``admitted``):
+                the round's decisions, a ``BatchAdmissionResult``, or an ``AdmissionStats``
+                holding just this round.
+
+        .. versionchanged:: 0.2.0
+            Takes counts (``groups``, ``admitted``); decisions are deprecated.
         """
-        if not isinstance(state, SamplingBudgetState):
-            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-            raise TypeError(msg)
+        check_budget_objects(self, state)
         if (num_generations is None) == (generated_samples is None):
             msg = (
                 "exactly one of 'num_generations' and 'generated_samples' must be given "
@@ -349,22 +378,29 @@ class SamplingBudgetController:
             )
             raise TypeError(msg)
         generated_tokens = check_count(generated_tokens, "generated_tokens")
-        candidates, admitted = _round_counts(decisions_or_stats)
+        candidates, admitted = _round_counts(decisions_or_stats, groups, admitted)
         if generated_samples is None:
             generated_samples = candidates * check_count(num_generations, "num_generations", 1)
-        elif (generated_samples := check_count(generated_samples, "generated_samples")) < (candidates):
+        elif (generated_samples := check_count(generated_samples, "generated_samples")) < candidates:
             msg = (
                 f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
             )
             raise ValueError(msg)
+        if decisions_or_stats is not None:
+            deprecated("observe_round(state, decisions_or_stats)", "pass groups= and admitted= instead")
+        self._fold(state, candidates, admitted, generated_samples, generated_tokens)
+
+    def _fold(
+        self, state: SamplingBudgetState, groups: int, admitted: int, samples: int, tokens: int
+    ) -> None:
         state.sampling_rounds += 1
-        state.generated_groups += candidates
-        state.generated_samples += generated_samples
-        state.generated_tokens += generated_tokens
+        state.generated_groups += groups
+        state.generated_samples += samples
+        state.generated_tokens += tokens
         state.admitted_groups += admitted
-        state.rejected_groups += candidates - admitted
-        if candidates:
-            rate = admitted / candidates
+        state.rejected_groups += groups - admitted
+        if groups:
+            rate = admitted / groups
             alpha = self._config.effective_rate_ema_alpha
             previous = state.effective_rate_ema
             state.effective_rate_ema = rate if previous is None else alpha * rate + (1 - alpha) * previous
@@ -383,50 +419,19 @@ class SamplingBudgetController:
         Tokens per group come from ``estimated_tokens_per_group`` or, when omitted, from
         what the state has observed; without either the token cap is not applied.
         """
-        if not isinstance(state, SamplingBudgetState):
-            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-            raise TypeError(msg)
-        target_groups = check_count(target_groups, "target_groups")
-        num_generations = check_count(num_generations, "num_generations", 1)
-        check_tokens_per_group(estimated_tokens_per_group)
+        target, size, _ = check_planner(
+            self, state, target_groups, num_generations, estimated_tokens_per_group
+        )
         config = self._config
-        remaining = max(0, target_groups - state.admitted_groups)
+        remaining = max(0, target - state.admitted_groups)
         ema = state.effective_rate_ema
         rate = max(config.min_effective_rate, 1.0 if ema is None else ema)
-        if remaining == 0:
-            return ResamplePlan(
-                extra_groups=0,
-                remaining_target_groups=0,
-                effective_rate=rate,
-                exhausted=False,
-                limited_by=("target_met",),
-            )
-        if state.sampling_rounds > 0 and state.resample_rounds >= config.max_resample_rounds:
-            return ResamplePlan(
-                extra_groups=0,
-                remaining_target_groups=remaining,
-                effective_rate=rate,
-                exhausted=True,
-                limited_by=("resample_round_budget",),
-            )
         requested = groups_expected(remaining, rate)
         if config.mode == "confidence":
             requested = max(requested, binomial_groups_needed(remaining, rate, config.confidence))
-        caps = budget_caps(self._config, state, target_groups, num_generations, estimated_tokens_per_group)
-        granted = min([requested, *caps.values()])
-        # A cap binds when it is what the plan was cut to (a cap equal to the request
-        # also binds: one more group would break it).
-        limited_by: tuple[BudgetLimit, ...] = tuple(
-            name for name, cap in caps.items() if cap == granted and cap <= requested
-        )
-        return ResamplePlan(
-            extra_groups=granted,
-            remaining_target_groups=remaining,
-            effective_rate=rate,
-            exhausted=granted == 0,
-            limited_by=limited_by,
-            requested_groups=requested,
-        )
+        caps = budget_caps(config, state, target, size, estimated_tokens_per_group)
+        sizing = size_plan(remaining, requested, requested, caps, rounds_spent=rounds_spent(config, state))
+        return ResamplePlan(extra_groups=sizing.granted, effective_rate=rate, **sizing.plan_fields())
 
     def can_generate(
         self,
@@ -445,20 +450,21 @@ class SamplingBudgetController:
         ``new_round`` the groups open another round (the round cap applies); without it
         they join the round in progress.
         """
-        if not isinstance(state, SamplingBudgetState):
-            msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-            raise TypeError(msg)
+        target, size, _ = check_planner(
+            self, state, target_groups, num_generations, estimated_tokens_per_group
+        )
         groups = check_count(groups, "groups", 1)
-        target_groups = check_count(target_groups, "target_groups")
-        num_generations = check_count(num_generations, "num_generations", 1)
-        check_tokens_per_group(estimated_tokens_per_group)
-        rounds_left = state.sampling_rounds == 0 or state.resample_rounds < self._config.max_resample_rounds
-        if new_round and not rounds_left:
+        if new_round and rounds_spent(self._config, state):
             return False
-        caps = budget_caps(self._config, state, target_groups, num_generations, estimated_tokens_per_group)
+        caps = budget_caps(self._config, state, target, size, estimated_tokens_per_group)
         return all(
             cap >= groups for name, cap in caps.items() if name != "per_round_group_budget" or new_round
         )
+
+
+def rounds_spent(config: SamplingBudgetConfig, state: SamplingBudgetState) -> bool:
+    """Whether the step has used its last round: the first round plus ``max_resample_rounds``."""
+    return state.sampling_rounds > 0 and state.resample_rounds >= config.max_resample_rounds
 
 
 def budget_caps(

@@ -16,6 +16,7 @@ from ._validation import (
     check_ge,
     check_gt,
     check_int,
+    check_nonempty_strings,
     check_optional,
     check_range,
     check_real,
@@ -42,10 +43,7 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
     if not value:
         msg = f"'{attribute.name}' must name at least one reward component (got [])"
         raise ValueError(msg)
-    for name in value:
-        if not isinstance(name, str) or not name:
-            msg = f"'{attribute.name}' entries must be non-empty strings (got {describe(name)})"
-            raise ValueError(msg) if isinstance(name, str) else TypeError(msg)
+    check_nonempty_strings(value, attribute.name)
     if len(set(value)) != len(value):
         msg = f"'{attribute.name}' must not repeat a component (got {list(value)!r})"
         raise ValueError(msg)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
 
-from ._exceptions import CheckpointError
 from ._reasons import CHECK_SIMILARITY, REWARD_CHECKS, RejectionReason
-from ._validation import describe, is_real
+from ._validation import deprecated
 
 __all__ = ["GroupAdmissionDecision"]
 
@@ -69,7 +68,13 @@ class GroupAdmissionDecision:
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Alias of ``failed_checks``."""
+        """
+        Deprecated alias of :attr:`failed_checks` (a batch result's ``reasons`` were primary reasons).
+
+        .. deprecated:: 0.2.0
+            Use :attr:`failed_checks`; the alias goes in 0.3.0.
+        """
+        deprecated("GroupAdmissionDecision.reasons", "use failed_checks (the primary reason is .reason)")
         return self.failed_checks
 
     @property
@@ -119,129 +124,3 @@ class GroupAdmissionDecision:
             "max_pairwise_similarity": _json_float(self.max_pairwise_similarity),
             "group_key": self.group_key,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupAdmissionDecision:
-        """
-        Rebuild a decision from :meth:`to_dict` output, such as a decision log record.
-
-        ``admitted`` is derived from ``reason``; when present it must agree with it. The
-        similarity statistics and ``group_key`` may be absent; a ``group_key`` list (JSON's
-        form of a tuple) becomes a tuple again.
-
-        Raises:
-            CheckpointError: a key is missing or unknown, a value has the wrong type, or the
-                record contradicts itself (an external reason without the reason
-                ``external``, an admitted group with failed checks, ...).
-        """
-        if not isinstance(data, Mapping):
-            msg = f"'data' must be a GroupAdmissionDecision dict (got {describe(data)})"
-            raise CheckpointError(msg)
-        missing = [key for key in _REQUIRED if key not in data]
-        if missing:
-            msg = f"GroupAdmissionDecision dict is missing key(s) {missing!r}"
-            raise CheckpointError(msg)
-        unknown = sorted(str(key) for key in data if key not in _REQUIRED and key not in _OPTIONAL)
-        if unknown:
-            msg = f"GroupAdmissionDecision dict has unknown key(s) {unknown!r}"
-            raise CheckpointError(msg)
-        reason = _reason(data["reason"])
-        admitted = data.get("admitted", reason is None)
-        if admitted is not (reason is None):
-            msg = f"'admitted' ({admitted!r}) contradicts 'reason' ({data['reason']!r})"
-            raise CheckpointError(msg)
-        group_key = _tuples(data.get("group_key"))
-        try:
-            hash(group_key)
-        except TypeError:
-            msg = f"'group_key' must be hashable (got {describe(group_key)})"
-            raise CheckpointError(msg) from None
-        decision = cls(
-            reason=reason,
-            failed_checks=_strings(data, "failed_checks"),
-            external_reasons=_strings(data, "external_reasons"),
-            group_size=_count(data, "group_size", 1),
-            unique_rollouts=_count(data, "unique_rollouts", 1),
-            reward_mean=_statistic(data, "reward_mean"),
-            reward_std=_statistic(data, "reward_std"),
-            reward_range=_statistic(data, "reward_range"),
-            nontrivial_advantage_count=_count(data, "nontrivial_advantage_count", 0),
-            mean_pairwise_similarity=_real_or_none(data, "mean_pairwise_similarity"),
-            max_pairwise_similarity=_real_or_none(data, "max_pairwise_similarity"),
-            group_key=group_key,
-        )
-        problem = decision._contradiction()
-        if problem:
-            msg = f"GroupAdmissionDecision dict is contradictory: {problem}"
-            raise CheckpointError(msg)
-        return decision
-
-
-_REQUIRED = (
-    "reason",
-    "failed_checks",
-    "external_reasons",
-    "group_size",
-    "unique_rollouts",
-    "reward_mean",
-    "reward_std",
-    "reward_range",
-    "nontrivial_advantage_count",
-)
-_OPTIONAL = ("admitted", "mean_pairwise_similarity", "max_pairwise_similarity", "group_key")
-_REASON_NAMES = ", ".join(repr(reason.value) for reason in RejectionReason)
-
-
-def _tuples(value: object) -> object:
-    """A JSON list back to the tuple it was written from (JSON has no tuples)."""
-    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
-
-
-def _reason(value: object) -> RejectionReason | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        for reason in RejectionReason:
-            if reason.value == value:
-                return reason
-    msg = f"'reason' must be None or one of {_REASON_NAMES} (got {describe(value)})"
-    raise CheckpointError(msg)
-
-
-def _strings(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = data[key]
-    if (
-        isinstance(value, (str, bytes))
-        or not isinstance(value, (list, tuple))
-        or not all(isinstance(item, str) for item in value)
-    ):
-        msg = f"'{key}' must be a list of strings (got {describe(value)})"
-        raise CheckpointError(msg)
-    return tuple(value)
-
-
-def _count(data: Mapping[str, Any], key: str, minimum: int) -> int:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        msg = f"'{key}' must be an integer >= {minimum} (got {describe(value)})"
-        raise CheckpointError(msg)
-    return value
-
-
-def _real_or_none(data: Mapping[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if is_real(value):
-        try:
-            return float(value)
-        except OverflowError:
-            pass
-    msg = f"'{key}' must be a real number or None (got {describe(value)})"
-    raise CheckpointError(msg)
-
-
-def _statistic(data: Mapping[str, Any], key: str) -> float:
-    """A reward statistic: ``None`` (JSON's stand-in for NaN) reads back as NaN."""
-    value = _real_or_none(data, key)
-    return math.nan if value is None else value

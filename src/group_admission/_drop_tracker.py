@@ -8,9 +8,8 @@ import numpy as np
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
-from ._limits import DropLimits
+from ._limits import DropLimits, StepLabel
 from ._reasons import RejectionReason
-from ._session_types import StepLabel
 
 __all__ = ["DropTracker"]
 

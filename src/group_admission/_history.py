@@ -34,17 +34,18 @@ from ._history_state import (
     GRESO_FLOOR,
     GRESO_HARD_MEAN,
     GRESO_NUDGE,
+    HistoryParts,
     Observation,
-    PoolStats,
     Record,
     history_state,
+    informative_chance,
     restore_history,
 )
 from ._loading import coerce_config
 from ._reasons import RejectionReason
 from ._validation import check_count, describe
 
-__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "informative_probability"]
+__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks"]
 
 #: A prompt's identity: a string or an integer (``True``/``False`` are not prompt ids).
 PromptId = str | int
@@ -60,35 +61,10 @@ def prompt_key(prompt_id: object) -> str:
     raise TypeError(msg)
 
 
-def prompt_from_key(key: str) -> PromptId:
-    """Invert :func:`prompt_key`."""
-    return int(key[1:]) if key[0] == "i" else key[1:]
-
-
 def uniform_draw(seed: int, key: str, step: int) -> float:
     """A uniform number in ``[0, 1)`` fixed by ``(seed, prompt, step)``: the same on every rank."""
     digest = hashlib.blake2b(f"{seed}\x1f{step}\x1f{key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2.0**64
-
-
-def informative_probability(alpha: float, beta: float, group_size: int) -> float:
-    """
-    ``1 - E[p^G] - E[(1 - p)^G]`` for ``p ~ Beta(alpha, beta)``: the chance a group of ``G`` splits.
-
-    The expectations are the Beta-Binomial probabilities of ``G`` passes and of ``G``
-    failures, so uncertainty about ``p`` counts: a prompt seen once all-wrong is not yet
-    known to be dead.
-
-    .. versionadded:: 0.2.0
-    """
-    if group_size < 2:
-        return 0.0  # one completion has nothing to compare with
-    all_pass = all_fail = 1.0
-    for i in range(group_size):
-        total = alpha + beta + i
-        all_pass *= (alpha + i) / total
-        all_fail *= (beta + i) / total
-    return max(0.0, 1.0 - all_pass - all_fail)
 
 
 @attrs.frozen(kw_only=True)
@@ -175,14 +151,21 @@ class PromptHistory:
         self._config = coerce_config(PromptHistoryConfig, config)
         self._rank = check_count(rank, "rank")
         self._lock = threading.RLock()
-        self._records: dict[str, Record] = {}
-        self._pending: dict[tuple[int, int], Observation] = {}
-        self._sequence = 0
-        self._pool = PoolStats()
-        self._p_easy = self._config.greso_p_easy
-        self._p_hard = self._config.greso_p_hard
-        self._folded = 0
-        self._digest = ""
+        self._restore(HistoryParts(p_easy=self._config.greso_p_easy, p_hard=self._config.greso_p_hard))
+
+    def _restore(self, parts: HistoryParts) -> None:
+        """
+        The one hook that sets what a checkpoint restores; ``__init__`` starts from empty parts.
+
+        Every field is set by name here or in ``__init__``, never computed from a state's
+        keys, so a renamed field fails the tests instead of becoming a new attribute.
+        """
+        self._sequence = parts.sequence
+        self._p_easy, self._p_hard = parts.p_easy, parts.p_hard
+        self._pool = parts.pool
+        self._folded, self._digest = parts.folded, parts.digest
+        self._records = parts.records
+        self._pending = parts.pending
 
     @property
     def config(self) -> PromptHistoryConfig:
@@ -326,7 +309,7 @@ class PromptHistory:
         failures = 0.0 if record is None else weight * record.failures
         alpha, beta = config.prior or self._pool.fitted_prior(factor)
         alpha, beta = alpha + successes, beta + failures
-        return alpha / (alpha + beta), informative_probability(alpha, beta, config.group_size)
+        return alpha / (alpha + beta), informative_chance(alpha, beta, config.group_size)
 
     def _judge(self, key: str, step: int) -> tuple[float, float, float]:
         """``(pass rate, informative probability, keep probability)`` of one prompt (under the lock)."""
@@ -382,7 +365,17 @@ class PromptHistory:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe snapshot of everything that shapes later picks."""
         with self._lock:
-            return history_state(self)
+            parts = HistoryParts(
+                sequence=self._sequence,
+                p_easy=self._p_easy,
+                p_hard=self._p_hard,
+                pool=self._pool,
+                folded=self._folded,
+                digest=self._digest,
+                records=self._records,
+                pending=self._pending,
+            )
+            return history_state(self._config, self._rank, parts)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PromptHistory:
@@ -392,10 +385,9 @@ class PromptHistory:
         Raises:
             CheckpointError: the state is malformed, contradictory, or of another format.
         """
-        fields = restore_history(data)
-        history = cls(fields.pop("_config"), rank=fields.pop("_rank"))
-        for name, value in fields.items():
-            setattr(history, name, value)
+        config, rank, parts = restore_history(data)
+        history = cls(config, rank=rank)
+        history._restore(parts)
         return history
 
     def merge(self, *others: PromptHistory | Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ from ._validation import (
     check_range,
     check_real,
     describe,
+    is_finite,
     is_real,
 )
 
@@ -59,6 +60,9 @@ def _check_reward_range(inst: object, attribute: attrs.Attribute[Any], value: ob
     low, high = value
     if not (float("-inf") < low < high < float("inf")):
         msg = f"'{attribute.name}' must be (low, high) with finite low < high (got {value!r})"
+        raise ValueError(msg)
+    if not is_finite(high - low):  # the width scales every reward mean into [0, 1]
+        msg = f"'{attribute.name}' must have a finite width high - low (got {value!r})"
         raise ValueError(msg)
 
 

@@ -1,19 +1,22 @@
 """
-The evidence a ``PromptHistory`` keeps, and its JSON state that restores exactly or is refused.
+The evidence a ``PromptHistory`` keeps, what it makes of it, and its JSON state.
 
-Kept apart from the history so that the picking logic reads on its own.
+The records, the pool's moments and the priors fitted to them, the informative probability
+of a Beta posterior, and the state that restores exactly or is refused. Kept apart from the
+history so that the picking logic reads on its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
-from ._exceptions import CheckpointError
+import attrs
+
 from ._history_config import PromptHistoryConfig
-from ._state_checks import check_header, state_int
-from ._validation import describe
+from ._state_checks import StateFormat, state_int
+from ._validation import check_count, describe, is_finite, is_real
 
 __all__ = [
     "FORMAT",
@@ -22,10 +25,13 @@ __all__ = [
     "GRESO_FLOOR",
     "GRESO_HARD_MEAN",
     "GRESO_NUDGE",
+    "HistoryParts",
     "Observation",
     "PoolStats",
     "Record",
     "history_state",
+    "informative_chance",
+    "informative_probability",
     "restore_history",
 ]
 
@@ -49,6 +55,58 @@ GRESO_NUDGE = 0.01
 GRESO_BOUNDS = (0.05, 0.95)
 
 Decay = Callable[[int], float]
+
+
+#: Groups up to this size take the exact product; larger ones its closed form, so that the
+#: cost of a pick never grows with an absurd group size.
+_PRODUCT_GROUP_SIZE = 256
+
+
+def informative_chance(alpha: float, beta: float, group_size: int) -> float:
+    """:func:`informative_probability` of arguments already checked (the picks' hot path)."""
+    if group_size < 2:
+        return 0.0  # one completion has nothing to compare with
+    if group_size <= _PRODUCT_GROUP_SIZE:
+        all_pass = all_fail = 1.0
+        for i in range(group_size):
+            total = alpha + beta + i
+            all_pass *= (alpha + i) / total
+            all_fail *= (beta + i) / total
+    else:  # E[p^G] = B(alpha + G, beta) / B(alpha, beta), in log-gamma
+        base = math.lgamma(alpha + beta) - math.lgamma(alpha + beta + group_size)
+        all_pass = math.exp(base + math.lgamma(alpha + group_size) - math.lgamma(alpha))
+        all_fail = math.exp(base + math.lgamma(beta + group_size) - math.lgamma(beta))
+    return max(0.0, 1.0 - all_pass - all_fail)
+
+
+def _shape(value: object, name: str) -> float:
+    if not is_real(value):
+        msg = f"'{name}' must be a real number (got {describe(value)})"
+        raise TypeError(msg)
+    if not (is_finite(value) and value > 0):  # type: ignore[operator]  # is_real checked it
+        msg = f"'{name}' must be a finite number > 0 (got {describe(value)})"
+        raise ValueError(msg)
+    return float(value)  # type: ignore[arg-type]
+
+
+def informative_probability(alpha: float, beta: float, group_size: int) -> float:
+    """
+    ``1 - E[p^G] - E[(1 - p)^G]`` for ``p ~ Beta(alpha, beta)``: the chance a group of ``G`` splits.
+
+    The expectations are the Beta-Binomial probabilities of ``G`` passes and of ``G``
+    failures, so uncertainty about ``p`` counts: a prompt seen once all-wrong is not yet
+    known to be dead. A group of one has no split (0). Groups above 256 members use the
+    closed form in log-gamma, so the cost does not grow with ``G``.
+
+    Raises:
+        TypeError: an argument is not a number (``group_size`` not an integer).
+        ValueError: ``alpha`` or ``beta`` is not a finite number > 0, or ``group_size < 1``.
+
+    .. versionadded:: 0.2.0
+    """
+    return informative_chance(
+        _shape(alpha, "alpha"), _shape(beta, "beta"), check_count(group_size, "group_size", 1)
+    )
 
 
 class Observation(NamedTuple):
@@ -179,27 +237,45 @@ class PoolStats:
         return [self.weight, self.sum_rate, self.sum_square, self.inverse_size, self.admitted, self.step]
 
 
-# The history is typed ``Any`` here: naming its class would close an import cycle.
-def history_state(history: Any) -> dict[str, Any]:
+@attrs.frozen(kw_only=True)
+class HistoryParts:
+    """
+    Everything of a :class:`PromptHistory` beside its config and rank: what a checkpoint restores.
+
+    The history takes it in one documented hook (``PromptHistory._restore``), built empty
+    by ``__init__`` and from a checked state by :func:`restore_history`.
+    """
+
+    sequence: int = 0
+    p_easy: float
+    p_hard: float
+    pool: PoolStats = attrs.field(factory=PoolStats)
+    folded: int = 0
+    digest: str = ""
+    records: dict[str, Record] = attrs.field(factory=dict)
+    pending: dict[tuple[int, int], Observation] = attrs.field(factory=dict)
+
+
+def history_state(config: PromptHistoryConfig, rank: int, parts: HistoryParts) -> dict[str, Any]:
     """The history's state as plain JSON types."""
-    h = history
     return {
         "format": FORMAT,
         "version": VERSION,
-        "config": h._config.to_dict(),
-        "rank": h._rank,
-        "sequence": h._sequence,
-        "greso": [h._p_easy, h._p_hard],
-        "pool": h._pool.to_list(),
-        "folded": [h._folded, h._digest],
-        "records": [record.to_list(key) for key, record in h._records.items()],
-        "pending": [list(observation) for observation in h._pending.values()],
+        "config": config.to_dict(),
+        "rank": rank,
+        "sequence": parts.sequence,
+        "greso": [parts.p_easy, parts.p_hard],
+        "pool": parts.pool.to_list(),
+        "folded": [parts.folded, parts.digest],
+        "records": [record.to_list(key) for key, record in parts.records.items()],
+        "pending": [list(observation) for observation in parts.pending.values()],
     }
 
 
-def _fail(message: str) -> NoReturn:
-    msg = f"cannot restore the PromptHistory: {message}"
-    raise CheckpointError(msg)
+_FORMAT = StateFormat(
+    "the PromptHistory", "to_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="prompt history"
+)
+_fail = _FORMAT.fail
 
 
 def _int(value: object, name: str) -> int:
@@ -285,22 +361,14 @@ def _pool(value: object) -> PoolStats:
     return pool
 
 
-def restore_history(data: object) -> dict[str, Any]:
+def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryParts]:
     """
-    Check a saved state and return the private fields of the history to build.
+    Check a saved state and return the config, the rank and the parts of the history to build.
 
     Raises:
         CheckpointError: naming the first problem found.
     """
-    data = check_header(
-        data,
-        keys=_KEYS,
-        format_=FORMAT,
-        version=VERSION,
-        kind="prompt history",
-        source="to_dict()",
-        fail=_fail,
-    )
+    data = _FORMAT.read(data)
     try:
         config = PromptHistoryConfig.from_mapping(data["config"])
     except (TypeError, ValueError) as exc:
@@ -317,15 +385,14 @@ def restore_history(data: object) -> dict[str, Any]:
     rank, sequence = _int(data["rank"], "rank"), _int(data["sequence"], "sequence")
     if any(r == rank and s >= sequence for r, s in pending):
         _fail(f"a pending observation of rank {rank} is numbered at or past 'sequence' ({sequence})")
-    return {
-        "_config": config,
-        "_rank": rank,
-        "_sequence": sequence,
-        "_p_easy": _float(greso[0], "greso[0]"),
-        "_p_hard": _float(greso[1], "greso[1]"),
-        "_pool": _pool(data["pool"]),
-        "_folded": _int(folded[0], "folded[0]"),
-        "_digest": folded[1],
-        "_records": records,
-        "_pending": pending,
-    }
+    parts = HistoryParts(
+        sequence=sequence,
+        p_easy=_float(greso[0], "greso[0]"),
+        p_hard=_float(greso[1], "greso[1]"),
+        pool=_pool(data["pool"]),
+        folded=_int(folded[0], "folded[0]"),
+        digest=folded[1],
+        records=records,
+        pending=pending,
+    )
+    return config, rank, parts

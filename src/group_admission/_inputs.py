@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from ._config import GroupAdmissionConfig
-from ._rewards import is_torch_tensor
-from ._validation import describe
+from ._reasons import CHECK_INCONSISTENT_ROLLOUT
+from ._rewards import coerce_group, is_torch_tensor
+from ._validation import check_nonempty_strings, describe
 
 __all__ = [
     "check_completions",
@@ -18,6 +19,7 @@ __all__ = [
     "check_rollout_ids",
     "completions_required_message",
     "external_reason_tuple",
+    "group_inputs",
     "merge_rollouts",
 ]
 
@@ -39,10 +41,7 @@ def external_reason_tuple(reasons: Sequence[str] | str | None, name: str) -> tup
     if not isinstance(reasons, Sequence):
         msg = f"'{name}' must be a sequence of strings (got {describe(reasons)})"
         raise TypeError(msg)
-    for reason in reasons:
-        if not isinstance(reason, str) or not reason:
-            msg = f"'{name}' entries must be non-empty strings (got {describe(reason)})"
-            raise ValueError(msg) if isinstance(reason, str) else TypeError(msg)
+    check_nonempty_strings(reasons, name)
     return tuple(dict.fromkeys(reasons))
 
 
@@ -138,3 +137,34 @@ def merge_rollouts(
         for parts in segments
     ]
     return merged, joined, inconsistent
+
+
+def group_inputs(
+    config: GroupAdmissionConfig,
+    rewards: Any,
+    completions: Sequence[str | None] | None,
+    external_reasons: Sequence[str] | str,
+    rollout_ids: Sequence[Hashable] | None,
+    group_key: Hashable | None,
+) -> tuple[list[float], list[str | None] | None, list[str], list[str], int]:
+    """
+    ``evaluate``'s arguments checked and merged by rollout, ready for ``judge_group``.
+
+    Returns the gated values and texts (one per rollout), the caller's external reasons,
+    the data problems found, and the group's size (its members).
+    """
+    if group_key is not None:
+        check_group_keys((group_key,), "group_key")
+    values, problems = coerce_group(rewards, config.gate_on)
+    size = len(values)
+    external = list(external_reason_tuple(external_reasons, "external_reasons")) if external_reasons else []
+    texts: list[str | None] | None = None
+    if completions is not None:
+        texts = check_completions(completions, size)
+    elif config.max_mean_pairwise_similarity is not None:
+        raise ValueError(completions_required_message(config))
+    if rollout_ids is not None:
+        values, texts, inconsistent = merge_rollouts(values, texts, check_rollout_ids(rollout_ids, size))
+        if inconsistent:
+            problems.append(CHECK_INCONSISTENT_ROLLOUT)
+    return values, texts, external, problems, size

@@ -1,9 +1,11 @@
 """
 The one judge of a group, shared by ``evaluate`` and ``evaluate_batch``.
 
-``evaluate`` runs it on every group; ``evaluate_batch`` vectorises the reward gate and runs
-it only on the few groups whose rollout ids repeat. Precedence and check order come from
-``_reasons``, so the two paths cannot drift apart.
+``evaluate`` runs it on every group; ``evaluate_batch`` vectorises the reward gate (the one
+deliberate twin, bit for bit the same, in ``_gates``) and runs this judge itself on the
+few groups whose rollout ids repeat or whose statistics overflow. The batch path takes its
+precedence from :func:`primary_reason` and its similarity gate from
+:func:`measure_similarity`, so the two paths cannot drift apart.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ._gates import reward_failures, reward_statistics
 from ._reasons import CHECK_MISSING_COMPLETION, CHECK_REWARD_OVERFLOW, CHECK_SIMILARITY, primary_reason
 from ._similarity import pairwise_similarities
 
-__all__ = ["Scorer", "judge_group", "log_rejection"]
+__all__ = ["Scorer", "add_problem", "judge_group", "log_rejection", "measure_similarity"]
 
 Scorer = Callable[[str, str], float]
 
@@ -34,21 +36,29 @@ def log_rejection(logger: Any, decision: GroupAdmissionDecision) -> None:
         logger.info("group_rejected", **fields)
 
 
-def _similarity(
-    config: GroupAdmissionConfig, scorer: Scorer | None, texts: list[str | None], problems: list[str]
-) -> tuple[float | None, float | None, bool]:
-    """Mean and max pairwise similarity (``None`` when not measured), and whether the gate fails."""
+def add_problem(problems: list[str], check: str) -> None:
+    """Note a data problem once, in the order problems are found."""
+    if check not in problems:
+        problems.append(check)
+
+
+def measure_similarity(
+    config: GroupAdmissionConfig, scorer: Scorer | None, texts: list[str | None]
+) -> tuple[float | None, float | None, str | None]:
+    """
+    The similarity gate on one group: mean and max pairwise similarity, and what fails.
+
+    The statistics are ``None`` when not measured. What fails is ``missing_completion``
+    (a data problem, even in a one-member group), the similarity check, or ``None``.
+    """
     if any(text is None for text in texts):
-        # A missing completion is a data problem even in a one-member group.
-        if CHECK_MISSING_COMPLETION not in problems:
-            problems.append(CHECK_MISSING_COMPLETION)
-        return None, None, False
+        return None, None, CHECK_MISSING_COMPLETION
     if len(texts) < 2:
-        return None, None, False
+        return None, None, None
     scores = pairwise_similarities(texts, config.similarity_ngram_size, scorer)  # type: ignore[arg-type]
     mean, high = float(scores.mean()), float(scores.max())
     threshold = config.max_mean_pairwise_similarity
-    return mean, high, threshold is not None and mean > threshold
+    return mean, high, CHECK_SIMILARITY if threshold is not None and mean > threshold else None
 
 
 def judge_group(
@@ -81,9 +91,11 @@ def judge_group(
         failed = reward_failures(config, std, spread, nontrivial, scale)
     mean_similarity = max_similarity = None
     if texts is not None and config.max_mean_pairwise_similarity is not None:
-        mean_similarity, max_similarity, redundant = _similarity(config, scorer, texts, problems)
-        if redundant:
-            failed.append(CHECK_SIMILARITY)
+        mean_similarity, max_similarity, check = measure_similarity(config, scorer, texts)
+        if check == CHECK_MISSING_COMPLETION:
+            add_problem(problems, check)
+        elif check is not None:
+            failed.append(check)
     if problems:
         external.extend(p for p in problems if p not in external)
     # The common admitted case builds no tuples (this is the hot path).

@@ -1,4 +1,8 @@
-"""``DropLimits``: how many rejections a host that replaces every dropped group may honour."""
+"""
+``DropLimits``: how many rejections a host that replaces every dropped group may honour.
+
+And ``StepLabel``, the step a group counts in for step-scoped limits.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
+import numpy as np
 
 from ._decision import GroupAdmissionDecision
 from ._loading import from_mapping
@@ -19,11 +24,24 @@ from ._validation import (
     check_optional,
     check_range,
     check_real,
+    describe,
 )
 
-__all__ = ["DropLimits", "LimitScope"]
+__all__ = ["DropLimits", "LimitScope", "StepLabel", "check_step_label"]
 
 LimitScope = Literal["step", "run"]
+#: The training step a group is counted in by step-scoped limits: a host's own label or index.
+StepLabel = int | str | None
+
+
+def check_step_label(step: object) -> StepLabel:
+    """A step label as given (numpy integers as ``int``); ``TypeError`` for anything else."""
+    if step is None or isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool)):
+        return step
+    if isinstance(step, np.integer):
+        return int(step)
+    msg = f"'step' must be an int, a str or None (got {describe(step)})"
+    raise TypeError(msg)
 
 
 def _as_names(value: Any) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -11,7 +11,14 @@ import attrs
 from ._exceptions import ConfigurationError
 from ._validation import describe
 
-__all__ = ["coerce_config", "from_mapping", "install_line", "load_yaml_mapping", "require_extra"]
+__all__ = [
+    "coerce_config",
+    "coerce_instance",
+    "from_mapping",
+    "install_line",
+    "load_yaml_mapping",
+    "require_extra",
+]
 
 T = TypeVar("T")
 
@@ -87,6 +94,25 @@ def coerce_config(cls: type[T], value: object, *, name: str = "config") -> T:
         msg = f"'{name}' must be a {cls.__name__}, a mapping or None (got {describe(value)})"
         raise TypeError(msg)
     return value
+
+
+def coerce_instance(value: object, cls: type[T], config: type, *, name: str) -> T:
+    """
+    Accept a ready ``cls`` as it is, or build one from a ``config``, a mapping of its fields or ``None``.
+
+    The one coercer of the objects a caller may hand over ready or describe
+    (``AdmissionSession(policy=..., budget=...)``).
+
+    Raises:
+        TypeError: ``value`` is none of these, naming ``name``.
+    """
+    if isinstance(value, cls):
+        return value
+    if value is None or isinstance(value, (config, Mapping)):
+        build: Callable[[object], T] = cls
+        return build(value)
+    msg = f"'{name}' must be a {cls.__name__}, a {config.__name__}, a mapping or None (got {describe(value)})"
+    raise TypeError(msg)
 
 
 def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -> Mapping[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._validation import describe, is_finite, is_real
+from ._validation import check_probability, describe, is_finite, is_real
 
 __all__ = [
     "binomial_groups_needed",
@@ -213,20 +213,17 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
     if isinstance(remaining, bool) or not isinstance(remaining, numbers.Integral):
         msg = f"'remaining' must be an integer (got {describe(remaining)})"
         raise TypeError(msg)
-    for name, value in (("rate", rate), ("confidence", confidence)):
-        if not is_real(value):
-            msg = f"'{name}' must be a real number (got {describe(value)})"
-            raise TypeError(msg)
+    if not is_real(rate):
+        msg = f"'rate' must be a real number (got {describe(rate)})"
+        raise TypeError(msg)
+    confidence = check_probability(confidence, "confidence")
     if remaining < 0:
         msg = f"'remaining' must be >= 0 (got {remaining})"
         raise ValueError(msg)
     if not 0.0 < rate <= 1.0:
         msg = f"'rate' must be in (0, 1] (got {describe(rate)})"
         raise ValueError(msg)
-    if not 0.0 < confidence < 1.0:
-        msg = f"'confidence' must be in (0, 1) (got {describe(confidence)})"
-        raise ValueError(msg)
-    remaining, rate, confidence = int(remaining), float(rate), float(confidence)
+    remaining, rate = int(remaining), float(rate)
     if remaining == 0:
         return 0
     if rate == 1.0:
@@ -253,11 +250,12 @@ def check_tokens_per_group(value: object) -> None:
 
 def groups_within(budget: int, per_group: float) -> int:
     """``floor(budget / per_group)`` in exact arithmetic: no overflow and no rounding up."""
-    numerator, denominator = (
-        (int(per_group), 1)
-        if isinstance(per_group, numbers.Integral)
-        else float(per_group).as_integer_ratio()
-    )
+    if isinstance(per_group, numbers.Integral):
+        numerator, denominator = int(per_group), 1
+    elif isinstance(per_group, numbers.Rational):  # a fraction: exact already
+        numerator, denominator = int(per_group.numerator), int(per_group.denominator)
+    else:
+        numerator, denominator = float(per_group).as_integer_ratio()
     return budget * denominator // numerator
 
 

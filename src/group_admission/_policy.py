@@ -10,18 +10,9 @@ import numpy as np
 from ._batch import BatchAdmissionResult, evaluate_batch
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
-from ._inputs import (
-    check_completions,
-    check_group_keys,
-    check_rollout_ids,
-    completions_required_message,
-    external_reason_tuple,
-    merge_rollouts,
-)
+from ._inputs import group_inputs
 from ._judge import Scorer, judge_group, log_rejection
 from ._loading import coerce_config
-from ._reasons import CHECK_INCONSISTENT_ROLLOUT
-from ._rewards import coerce_group
 from ._validation import describe
 
 __all__ = ["GroupAdmissionPolicy"]
@@ -120,25 +111,10 @@ class GroupAdmissionPolicy:
                 or non-finite rewards in a gated component, rewards whose statistics
                 overflow, and missing completions reject the group as ``external``.
         """
-        config = self._config
-        if group_key is not None:
-            check_group_keys((group_key,), "group_key")
-        values, problems = coerce_group(rewards, config.gate_on)
-        size = len(values)
-        external = (
-            list(external_reason_tuple(external_reasons, "external_reasons")) if external_reasons else []
+        values, texts, external, problems, size = group_inputs(
+            self._config, rewards, completions, external_reasons, rollout_ids, group_key
         )
-        texts: list[str | None] | None = None
-        if completions is not None:
-            texts = check_completions(completions, size)
-        elif config.max_mean_pairwise_similarity is not None:
-            raise ValueError(completions_required_message(config))
-        if rollout_ids is not None:
-            ids = check_rollout_ids(rollout_ids, size)
-            values, texts, inconsistent = merge_rollouts(values, texts, ids)
-            if inconsistent:
-                problems.append(CHECK_INCONSISTENT_ROLLOUT)
-        decision = judge_group(config, self._scorer, values, texts, external, problems, size, group_key)
+        decision = judge_group(self._config, self._scorer, values, texts, external, problems, size, group_key)
         if self._logger is not None and decision.reason is not None:
             log_rejection(self._logger, decision)
         return decision

@@ -11,15 +11,38 @@ planned confidence (a Poisson-binomial bound), under the controller's caps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
+import numpy as np
 
-from ._budget import BudgetLimit, SamplingBudgetController, SamplingBudgetState, budget_caps
+from ._budget import (
+    SamplingBudgetController,
+    SamplingBudgetState,
+    budget_caps,
+    check_planner,
+    rounds_spent,
+)
 from ._history import PromptHistory, PromptId
-from ._validation import check_count, describe
+from ._plans import PlanBase, size_plan
+from ._validation import check_count, check_probability, describe, is_finite, is_real
 
 __all__ = ["PromptPlan", "plan_prompts", "prompts_needed"]
+
+
+def _probabilities(values: object) -> list[float]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        msg = f"'probabilities' must be a sequence of probabilities (got {describe(values)})"
+        raise TypeError(msg)
+    checked = []
+    for value in values:
+        if not is_real(value):
+            msg = f"'probabilities' entries must be real numbers (got {describe(value)})"
+            raise TypeError(msg)
+        if not (is_finite(value) and 0.0 <= value <= 1.0):
+            msg = f"'probabilities' entries must be in [0, 1] (got {describe(value)})"
+            raise ValueError(msg)
+        checked.append(float(value))
+    return checked
 
 
 def prompts_needed(probabilities: Sequence[float], remaining: int, confidence: float | None = None) -> int:
@@ -29,22 +52,33 @@ def prompts_needed(probabilities: Sequence[float], remaining: int, confidence: f
     With ``confidence``, the smallest ``n`` with ``P[X_1 + ... + X_n >= remaining] >=
     confidence`` for independent ``X_i ~ Bernoulli(probabilities[i])``; without it, the
     smallest ``n`` whose probabilities sum to ``remaining``. When no prefix suffices,
-    all of them: ``len(probabilities)``.
+    all of them: ``len(probabilities)``. The cost grows with ``n x min(n, remaining)``,
+    never with a target beyond the ``n`` prompts (each gives at most one group).
+
+    Raises:
+        TypeError, ValueError: a probability is not a number in ``[0, 1]``, ``remaining``
+            is not an integer >= 0, or ``confidence`` not a number in ``(0, 1)``.
 
     .. versionadded:: 0.2.0
     """
-    if remaining <= 0:
+    values = _probabilities(probabilities)
+    remaining = check_count(remaining, "remaining")
+    if confidence is not None:
+        confidence = check_probability(confidence, "confidence")
+    if remaining == 0:
         return 0
+    if remaining > len(values):  # each prompt gives at most one group: no prefix can reach it
+        return len(values)
     if confidence is None:
         total = 0.0
-        for index, probability in enumerate(probabilities, start=1):
+        for index, probability in enumerate(values, start=1):
             total += probability
             if total >= remaining - 1e-9:
                 return index
-        return len(probabilities)
+        return len(values)
     # dist[k]: P[k informative so far], with the last cell holding ">= remaining".
     dist = [1.0] + [0.0] * remaining
-    for index, probability in enumerate(probabilities, start=1):
+    for index, probability in enumerate(values, start=1):
         reached = dist[remaining] + dist[remaining - 1] * probability
         for k in range(remaining - 1, 0, -1):
             dist[k] = dist[k] * (1.0 - probability) + dist[k - 1] * probability
@@ -52,11 +86,11 @@ def prompts_needed(probabilities: Sequence[float], remaining: int, confidence: f
         dist[remaining] = reached
         if reached >= confidence:
             return index
-    return len(probabilities)
+    return len(values)
 
 
 @attrs.frozen(kw_only=True)
-class PromptPlan:
+class PromptPlan(PlanBase):
     """
     Which candidate prompts to generate this round, sized by their own informative probabilities.
 
@@ -65,11 +99,10 @@ class PromptPlan:
         deferred: Prompts the history kept but this round does not need: offer them again.
         skipped: Prompts the history skipped at this step.
         informative_probabilities: The informative probability of each prompt in ``generate``.
-        remaining_target_groups: Admitted groups still missing from the target.
-        exhausted: The target is not met and no cap leaves room for another group.
-        limited_by: ``("target_met",)``, or every cap that cut the round.
-        requested_groups: The prompts the confidence bound asked for, before the caps
-            (at most the prompts picked: offer more candidates when it equals them).
+        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
+            every plan (``requested_groups``: the prompts the confidence bound asked for,
+            before the caps, at most the prompts picked: offer more candidates when it
+            equals them).
 
     .. versionadded:: 0.2.0
     """
@@ -78,35 +111,11 @@ class PromptPlan:
     deferred: tuple[PromptId, ...]
     skipped: tuple[PromptId, ...]
     informative_probabilities: tuple[float, ...]
-    remaining_target_groups: int
-    exhausted: bool
-    limited_by: tuple[BudgetLimit, ...] = ()
-    requested_groups: int = 0
 
     @property
     def expected_informative(self) -> float:
         """The informative groups the round expects: the sum of its probabilities."""
         return float(sum(self.informative_probabilities))
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot."""
-        data = attrs.asdict(self)
-        for name in ("generate", "deferred", "skipped", "informative_probabilities", "limited_by"):
-            data[name] = list(data[name])
-        return data
-
-
-def _check_arguments(controller: object, state: object, history: object, target_groups: object) -> None:
-    if not isinstance(controller, SamplingBudgetController):
-        msg = f"'controller' must be a SamplingBudgetController (got {describe(controller)})"
-        raise TypeError(msg)
-    if not isinstance(history, PromptHistory):
-        msg = f"'history' must be a PromptHistory (got {describe(history)})"
-        raise TypeError(msg)
-    if not isinstance(state, SamplingBudgetState):
-        msg = f"'state' must be a SamplingBudgetState (got {describe(state)})"
-        raise TypeError(msg)
-    check_count(target_groups, "target_groups")
 
 
 def plan_prompts(
@@ -123,6 +132,7 @@ def plan_prompts(
     """
     Pick prompts with ``history`` and size the next round from their probabilities, under caps.
 
+    The layer below :meth:`AdmissionSession.pick_prompts`, which keeps ``state`` for you.
     The controller's ``mode`` decides the bound: ``"confidence"`` uses its
     ``confidence``, ``"expected"`` the sum of probabilities. Its caps and round limit
     apply as to :meth:`SamplingBudgetController.plan_resampling`; ``state`` holds the
@@ -130,35 +140,23 @@ def plan_prompts(
 
     .. versionadded:: 0.2.0
     """
-    _check_arguments(controller, state, history, target_groups)
+    target, size, _ = check_planner(
+        controller, state, target_groups, num_generations, estimated_tokens_per_group
+    )
+    if not isinstance(history, PromptHistory):
+        msg = f"'history' must be a PromptHistory (got {describe(history)})"
+        raise TypeError(msg)
     config = controller.config
-    remaining = max(0, target_groups - state.admitted_groups)
+    remaining = max(0, target - state.admitted_groups)
     picks = history.pick(prompt_ids, step=step)
-    rounds_spent = state.sampling_rounds > 0 and state.resample_rounds >= config.max_resample_rounds
-    if remaining == 0 or rounds_spent:
-        return PromptPlan(
-            generate=(),
-            deferred=picks.picked,
-            skipped=picks.skipped,
-            informative_probabilities=(),
-            remaining_target_groups=remaining,
-            exhausted=remaining > 0,
-            limited_by=("target_met",) if remaining == 0 else ("resample_round_budget",),
-        )
     bound = config.confidence if config.mode == "confidence" else None
     requested = prompts_needed(picks.informative_probabilities, remaining, bound)
-    caps = budget_caps(controller.config, state, target_groups, num_generations, estimated_tokens_per_group)
-    granted = min([requested, *caps.values()])
-    limited_by: tuple[BudgetLimit, ...] = tuple(
-        name for name, cap in caps.items() if cap == granted and cap <= requested and requested
-    )
+    caps = budget_caps(config, state, target, size, estimated_tokens_per_group)
+    sizing = size_plan(remaining, requested, requested, caps, rounds_spent=rounds_spent(config, state))
     return PromptPlan(
-        generate=picks.picked[:granted],
-        deferred=picks.picked[granted:],
+        generate=picks.picked[: sizing.granted],
+        deferred=picks.picked[sizing.granted :],
         skipped=picks.skipped,
-        informative_probabilities=picks.informative_probabilities[:granted],
-        remaining_target_groups=remaining,
-        exhausted=min(caps.values()) == 0,
-        limited_by=limited_by,
-        requested_groups=requested,
+        informative_probabilities=picks.informative_probabilities[: sizing.granted],
+        **sizing.plan_fields(),
     )

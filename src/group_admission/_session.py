@@ -21,26 +21,17 @@ from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetControlle
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._drop_tracker import DropTracker
-from ._exceptions import ConsecutiveFailedGroupsError, StepLifecycleError
+from ._exceptions import ConsecutiveFailedGroupsError
 from ._history import PromptHistory, PromptId
-from ._limits import DropLimits
-from ._loading import coerce_config
+from ._limits import DropLimits, StepLabel, check_step_label
+from ._loading import coerce_config, coerce_instance
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
-from ._session_state import restore_session, session_state
-from ._session_types import (
-    AdmissionVerdict,
-    BatchAdmissionVerdict,
-    StepLabel,
-    StepReport,
-    as_controller,
-    as_policy,
-    check_count,
-    check_step_label,
-)
+from ._session_state import SessionParts, StepBook, restore_session, session_state
+from ._session_types import AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._streaming import StreamPlan, plan_stream
-from ._validation import describe
+from ._validation import check_count, describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
 
@@ -84,22 +75,25 @@ class AdmissionSession:
         if not isinstance(host, str):
             msg = f"'host' must be a string (got {describe(host)})"
             raise TypeError(msg)
-        self._policy = as_policy(policy)
-        self._controller = as_controller(budget)
+        self._policy = coerce_instance(policy, GroupAdmissionPolicy, GroupAdmissionConfig, name="policy")
+        self._controller = coerce_instance(
+            budget, SamplingBudgetController, SamplingBudgetConfig, name="budget"
+        )
         self._limits = coerce_config(DropLimits, limits, name="limits")
         self._host = host
         self._lock = threading.RLock()
-        self._stats = AdmissionStats()
-        self._step_stats = AdmissionStats()
-        self._round = AdmissionStats()
-        self._round_samples = 0
-        self._round_tokens = 0
-        self._drops = DropTracker(self._limits)
-        self._step = -1
-        self._step_open = False
-        self._target = 0
-        self._state: SamplingBudgetState | None = None
-        self._plan: ResamplePlan | None = None
+        self._restore(SessionParts(stats=AdmissionStats(), drops=DropTracker(self._limits), book=StepBook()))
+
+    def _restore(self, parts: SessionParts) -> None:
+        """
+        The one hook that sets what a checkpoint restores; ``__init__`` starts from empty parts.
+
+        Every field is set by name here or in ``__init__``, never computed from a state's
+        keys, so a renamed field fails the tests instead of becoming a new attribute.
+        """
+        self._stats = parts.stats
+        self._drops = parts.drops
+        self._book = parts.book
 
     # -- what the session holds ----------------------------------------------------
     @property
@@ -129,34 +123,35 @@ class AdmissionSession:
 
     @property
     def step_stats(self) -> AdmissionStats:
-        """A copy of the counts of the current (or last) step."""
-        return AdmissionStats().merge(self._step_stats)
+        """A copy of the counts of the current (or last) step: only groups judged while it was open."""
+        return AdmissionStats().merge(self._book.stats)
 
     @property
     def step(self) -> int:
         """The index of the current (or last) step; -1 before the first."""
-        return self._step
+        return self._book.index
 
     @property
     def step_open(self) -> bool:
         """Whether a step has begun and not ended."""
-        return self._step_open
+        return self._book.open
 
     @property
     def target_groups(self) -> int:
         """The current step's target."""
-        return self._target
+        return self._book.target
 
     @property
     def budget_state(self) -> SamplingBudgetState | None:
         """A copy of the current step's budget state, without the round in progress."""
         with self._lock:
-            return None if self._state is None else attrs.evolve(self._state)
+            state = self._book.state
+            return None if state is None else attrs.evolve(state)
 
     @property
     def last_plan(self) -> ResamplePlan | None:
         """The latest plan of the current step (``None`` before one)."""
-        return self._plan
+        return self._book.plan
 
     @property
     def consecutive_failures(self) -> int:
@@ -187,7 +182,8 @@ class AdmissionSession:
         The arguments before ``generated_tokens`` are those of
         :meth:`GroupAdmissionPolicy.evaluate`. ``generated_tokens`` feeds the token cap;
         ``step`` labels the training step for step-scoped limits (default: the session's
-        current step).
+        current step). A group judged while no step is open counts in :attr:`stats` and
+        the drop limits only, never in a step.
 
         Raises:
             ConsecutiveFailedGroupsError: this group made the streak of dropped external
@@ -223,8 +219,9 @@ class AdmissionSession:
         tokens = check_count(generated_tokens, "generated_tokens")
         label = check_step_label(step)
         with self._lock:
-            keep, fallback = self._drops.apply(decision, self._step if label is None else label)
-            self._count(decision, fallback, size, tokens)
+            keep, fallback = self._drops.apply(decision, self._book.index if label is None else label)
+            self._stats.add(decision, fallback_admitted=fallback)
+            self._book.count(decision, size, tokens, fallback=fallback)
             failure = self._drops.note_outcome(decision, dropped=not keep, host=self._host)
         if failure is not None:
             raise ConsecutiveFailedGroupsError(failure)
@@ -235,14 +232,16 @@ class AdmissionSession:
         Count rejected groups that the host trained on anyway by a rule of its own.
 
         For host-side fallbacks the session cannot see (slime's
-        ``keep_when_insufficient``); the session's own drop limits count theirs.
+        ``keep_when_insufficient``); the session's own drop limits count theirs. Outside
+        a step they count in :attr:`stats` only.
 
         Raises:
             ValueError: this would count more fallbacks than this step's rejections.
         """
         with self._lock:
             # The step's counts are a part of the lifetime's: checking them first keeps both in step.
-            self._step_stats.record_fallback(count)
+            if self._book.open:
+                self._book.stats.record_fallback(count)
             self._stats.record_fallback(count)
 
     def judge_batch(
@@ -275,10 +274,8 @@ class AdmissionSession:
         if self._limits.caps_drops or self._limits.max_consecutive_failed_groups is not None:
             return self._judge_rows(result, tokens, label)
         with self._lock:
-            for stats in (self._stats, self._step_stats, self._round):
-                stats.add_many(result)
-            self._round_samples += len(result) * result.group_size
-            self._round_tokens += tokens
+            self._stats.add_many(result)
+            self._book.count(result, len(result) * result.group_size, tokens)
             self._drops.extend_streak(result)
         keep = result.admitted
         return BatchAdmissionVerdict(
@@ -296,66 +293,23 @@ class AdmissionSession:
             keep[row], fallback[row] = verdict.keep, verdict.fallback_admitted
         return BatchAdmissionVerdict(keep=keep, fallback_admitted=fallback, result=result)
 
-    def _count(self, decision: GroupAdmissionDecision, fallback: bool, samples: int, tokens: int) -> None:
-        for stats in (self._stats, self._step_stats, self._round):
-            stats.add(decision, fallback_admitted=fallback)
-        self._round_samples += samples
-        self._round_tokens += tokens
-
     # -- the step ------------------------------------------------------------------
     def begin_step(self, target_groups: int) -> None:
         """
         Start a step that needs ``target_groups`` kept groups.
 
         The budget state starts afresh but keeps the rate estimate of the previous step.
-        An open step is ended first (its report is discarded).
+
+        Raises:
+            StepLifecycleError: a step is open: end it first (:meth:`end_step` returns
+                its report).
+
+        .. versionchanged:: 0.2.0
+            An open step is an error; it used to be ended silently, its report discarded.
         """
         target = check_count(target_groups, "target_groups")
         with self._lock:
-            if self._step_open:
-                self.end_step()
-            self._step += 1
-            self._step_open = True
-            self._target = target
-            self._state = self._controller.new_state(carry_rate_from=self._state)
-            self._step_stats = AdmissionStats()
-            self._plan = None
-
-    def _require_step(self, what: str) -> SamplingBudgetState:
-        if not self._step_open or self._state is None:
-            msg = f"call begin_step(target_groups) before {what}()"
-            raise StepLifecycleError(msg)
-        return self._state
-
-    def _fold_round(self, state: SamplingBudgetState) -> None:
-        """Close the round in progress: fold the groups judged since the last plan into the state."""
-        if not self._round.candidates:
-            return
-        self._controller.observe_round(
-            state, self._round, generated_samples=self._round_samples, generated_tokens=self._round_tokens
-        )
-        self._round = AdmissionStats()
-        self._round_samples = self._round_tokens = 0
-
-    def _group_size(self, state: SamplingBudgetState, num_generations: int | None) -> int:
-        if num_generations is not None:
-            return check_count(num_generations, "num_generations", 1)
-        samples = state.generated_samples + self._round_samples
-        groups = state.generated_groups + self._round.candidates
-        return max(1, -(-samples // groups)) if groups else 1
-
-    def _with_round(self, state: SamplingBudgetState) -> SamplingBudgetState:
-        """The step's state with the round in progress counted in, without closing it."""
-        round_ = self._round
-        return attrs.evolve(
-            state,
-            sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
-            generated_groups=state.generated_groups + round_.candidates,
-            generated_samples=state.generated_samples + self._round_samples,
-            generated_tokens=state.generated_tokens + self._round_tokens,
-            admitted_groups=state.admitted_groups + round_.admitted,
-            rejected_groups=state.rejected_groups + round_.rejected,
-        )
+            self._book.begin(target, self._controller)
 
     def plan(
         self, num_generations: int | None = None, *, estimated_tokens_per_group: float | None = None
@@ -373,15 +327,15 @@ class AdmissionSession:
             StepLifecycleError: no step is open.
         """
         with self._lock:
-            state = self._require_step("plan")
-            self._fold_round(state)
-            self._plan = self._controller.plan_resampling(
-                state,
-                target_groups=self._target,
-                num_generations=self._group_size(state, num_generations),
+            book = self._book
+            book.require("plan")
+            book.plan = self._controller.plan_resampling(
+                book.fold_round(self._controller),
+                target_groups=book.target,
+                num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
-            return self._plan
+            return book.plan
 
     def can_launch(
         self,
@@ -402,15 +356,15 @@ class AdmissionSession:
         """
         wanted = check_count(groups, "groups", 1) + check_count(in_flight, "in_flight")
         with self._lock:
-            state = self._require_step("can_launch")
-            pending = self._round.candidates
+            book = self._book
+            book.require("can_launch")
             return self._controller.can_generate(
-                self._with_round(state),
+                book.with_round(),
                 wanted,
-                target_groups=self._target,
-                num_generations=self._group_size(state, num_generations),
+                target_groups=book.target,
+                num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
-                new_round=not pending,
+                new_round=not book.round.candidates,
             )
 
     def stream_plan(
@@ -430,7 +384,8 @@ class AdmissionSession:
         finished, including groups a host with partial rollout stopped at the end of the
         last step and resumed in this one (instead of aborting what the last plan's
         ``abort`` named). A streaming step is one round: the rate carried from earlier
-        steps stays as it is until :meth:`end_step` folds the step.
+        steps stays as it is until :meth:`end_step` folds the step. Loop
+        ``while not plan.done``.
 
         Raises:
             StepLifecycleError: no step is open.
@@ -438,13 +393,14 @@ class AdmissionSession:
         .. versionadded:: 0.2.0
         """
         with self._lock:
-            state = self._require_step("stream_plan")
+            book = self._book
+            book.require("stream_plan")
             return plan_stream(
                 self._controller,
-                self._with_round(state),
-                target_groups=self._target,
+                book.with_round(),
+                target_groups=book.target,
                 in_flight=in_flight,
-                num_generations=self._group_size(state, num_generations),
+                num_generations=book.group_size(num_generations),
                 confidence=confidence,
                 top_up_below=top_up_below,
                 race=race,
@@ -472,16 +428,16 @@ class AdmissionSession:
         .. versionadded:: 0.2.0
         """
         with self._lock:
-            state = self._require_step("pick_prompts")
-            self._fold_round(state)
+            book = self._book
+            book.require("pick_prompts")
             return plan_prompts(
                 self._controller,
-                state,
+                book.fold_round(self._controller),
                 history,
                 prompt_ids,
-                step=self._step,
-                target_groups=self._target,
-                num_generations=self._group_size(state, num_generations),
+                step=book.index,
+                target_groups=book.target,
+                num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
 
@@ -493,30 +449,17 @@ class AdmissionSession:
             StepLifecycleError: no step is open.
         """
         with self._lock:
-            state = self._require_step("end_step")
-            self._fold_round(state)
-            final = self._controller.plan_resampling(
-                state, target_groups=self._target, num_generations=self._group_size(state, None)
-            )
-            kept = self._step_stats.admitted + self._step_stats.fallback_admitted
-            self._step_open = False
-            return StepReport(
-                step=self._step,
-                target_groups=self._target,
-                admitted_groups=state.admitted_groups,
-                kept_groups=kept,
-                trained_groups=min(kept, self._target),
-                surplus_groups=max(0, kept - self._target),
-                short_groups=max(0, self._target - kept),
-                exhausted=kept < self._target and final.exhausted,
-                generated_groups=state.generated_groups,
-                generated_samples=state.generated_samples,
-                generated_tokens=state.generated_tokens,
-                sampling_rounds=state.sampling_rounds,
-                limited_by=final.limited_by,
-            )
+            self._book.require("end_step")
+            return self._book.end(self._controller)
 
     # -- persistence and distribution ---------------------------------------------------
+    def _config(self) -> dict[str, Any]:
+        return {
+            "policy": self._policy.config.to_dict(),
+            "budget": self._controller.config.to_dict(),
+            "limits": self._limits.to_dict(),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """
         A JSON-safe snapshot of everything that shapes later verdicts and plans.
@@ -525,7 +468,9 @@ class AdmissionSession:
         state saved under different settings.
         """
         with self._lock:
-            return session_state(self)
+            return session_state(
+                self._config(), SessionParts(stats=self._stats, drops=self._drops, book=self._book)
+            )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """
@@ -536,10 +481,9 @@ class AdmissionSession:
                 different policy, budget or limits configuration. The session is left
                 unchanged.
         """
-        restored = restore_session(state, self)
+        parts = restore_session(state, self._config(), self._limits)
         with self._lock:
-            for name, value in restored.items():
-                setattr(self, name, value)
+            self._restore(parts)
 
     def all_reduce(self, group: Any = None) -> AdmissionStats:
         """The lifetime counts summed over every ``torch.distributed`` rank (needs torch)."""

@@ -1,63 +1,194 @@
 """
-Saving and restoring an ``AdmissionSession``: a JSON-safe dict that restores exactly or is refused.
+What an ``AdmissionSession`` holds between calls, and its JSON form that restores exactly or is refused.
 
-Kept apart from the session so that the loop reads on its own; both functions work on the
-session's private fields, under the session's lock.
+:class:`StepBook` keeps the step the session is in: its target, its budget state, its
+counts and the round in progress. :class:`SessionParts` is everything a checkpoint
+restores; :func:`restore_session` builds it through constructors, and the session takes it
+in one documented hook (``AdmissionSession._restore``), so that a renamed field fails
+instead of silently becoming a new attribute. Neither is thread-safe: the session calls
+them under its lock.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
-from ._budget import SamplingBudgetState
+import attrs
+
+from ._batch import BatchAdmissionResult
+from ._budget import ResamplePlan, SamplingBudgetController, SamplingBudgetState
+from ._decision import GroupAdmissionDecision
 from ._drop_tracker import DropTracker
-from ._exceptions import CheckpointError
+from ._exceptions import CheckpointError, StepLifecycleError
+from ._limits import DropLimits
 from ._metrics import AdmissionStats
-from ._state_checks import check_header, state_int
-from ._validation import describe
+from ._session_types import StepReport
+from ._state_checks import StateFormat, state_int
+from ._validation import check_count, describe
 
-# The session is typed ``Any`` here: naming its class would close an import cycle with
-# ``_session``, which imports these functions.
-AdmissionSession = Any
-
-__all__ = ["FORMAT", "restore_session", "session_state"]
+__all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
 
 #: The ``format`` tag of a session state; the version changes whenever the layout does.
 FORMAT = "group-admission/session"
 VERSION = 1
 _KEYS = ("format", "version", "config", "stats", "step_stats", "round", "step", "budget", "windows", "streak")
+_FORMAT = StateFormat("the session", "state_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="session state")
+_fail = _FORMAT.fail
 
 
-def _config(session: AdmissionSession) -> dict[str, Any]:
-    return {
-        "policy": session.policy.config.to_dict(),
-        "budget": session.controller.config.to_dict(),
-        "limits": session.limits.to_dict(),
-    }
+@attrs.define(kw_only=True)
+class StepBook:
+    """
+    The session's step: index, target, budget state, counts, and the round in progress.
+
+    Groups count here only while a step is open; the session counts every group in its
+    lifetime counts as well. The round in progress is every group judged since the last
+    plan; a plan, ``pick_prompts`` and ``end_step`` fold it into the budget state.
+    """
+
+    index: int = -1
+    open: bool = False
+    target: int = 0
+    state: SamplingBudgetState | None = None
+    stats: AdmissionStats = attrs.field(factory=AdmissionStats)
+    round: AdmissionStats = attrs.field(factory=AdmissionStats)
+    round_samples: int = 0
+    round_tokens: int = 0
+    plan: ResamplePlan | None = None
+
+    def begin(self, target: int, controller: SamplingBudgetController) -> None:
+        """Open the next step with a fresh budget state that keeps the last step's rate."""
+        if self.open:
+            msg = (
+                f"begin_step() while step {self.index} is open: call end_step() first (it returns the report)"
+            )
+            raise StepLifecycleError(msg)
+        self.index += 1
+        self.open = True
+        self.target = target
+        self.state = controller.new_state(carry_rate_from=self.state)
+        self.stats, self.round, self.round_samples, self.round_tokens = (
+            AdmissionStats(),
+            AdmissionStats(),
+            0,
+            0,
+        )
+        self.plan = None
+
+    def require(self, what: str) -> SamplingBudgetState:
+        """The open step's budget state, or ``StepLifecycleError`` naming the call ``what``."""
+        if not self.open or self.state is None:
+            msg = f"call begin_step(target_groups) before {what}()"
+            raise StepLifecycleError(msg)
+        return self.state
+
+    def count(
+        self,
+        judged: GroupAdmissionDecision | BatchAdmissionResult,
+        samples: int,
+        tokens: int,
+        *,
+        fallback: bool = False,
+    ) -> None:
+        """Count judged groups in the open step and its round; outside a step, nowhere."""
+        if not self.open:
+            return
+        for stats in (self.stats, self.round):
+            if isinstance(judged, BatchAdmissionResult):
+                stats.add_many(judged)
+            else:
+                stats.add(judged, fallback_admitted=fallback)
+        self.round_samples += samples
+        self.round_tokens += tokens
+
+    def fold_round(self, controller: SamplingBudgetController) -> SamplingBudgetState:
+        """Close the round in progress: fold it into the step's budget state, and return that."""
+        state = self.state
+        assert state is not None  # for mypy; require() ran first
+        if self.round.candidates:
+            controller.observe_round(
+                state,
+                groups=self.round.candidates,
+                admitted=self.round.admitted,
+                generated_samples=self.round_samples,
+                generated_tokens=self.round_tokens,
+            )
+            self.round, self.round_samples, self.round_tokens = AdmissionStats(), 0, 0
+        return state
+
+    def group_size(self, num_generations: int | None) -> int:
+        """``num_generations``, or the mean group size seen this step, rounded up (1 before any)."""
+        if num_generations is not None:
+            return check_count(num_generations, "num_generations", 1)
+        assert self.state is not None
+        samples = self.state.generated_samples + self.round_samples
+        groups = self.state.generated_groups + self.round.candidates
+        return max(1, -(-samples // groups)) if groups else 1
+
+    def with_round(self) -> SamplingBudgetState:
+        """The step's budget state with the round in progress counted in, without closing it."""
+        state, round_ = self.state, self.round
+        assert state is not None
+        return attrs.evolve(
+            state,
+            sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
+            generated_groups=state.generated_groups + round_.candidates,
+            generated_samples=state.generated_samples + self.round_samples,
+            generated_tokens=state.generated_tokens + self.round_tokens,
+            admitted_groups=state.admitted_groups + round_.admitted,
+            rejected_groups=state.rejected_groups + round_.rejected,
+        )
+
+    def end(self, controller: SamplingBudgetController) -> StepReport:
+        """Fold the last round, close the step, and report what it cost and kept."""
+        state = self.fold_round(controller)
+        target = self.target
+        final = controller.plan_resampling(state, target_groups=target, num_generations=self.group_size(None))
+        kept = self.stats.admitted + self.stats.fallback_admitted
+        self.open = False
+        return StepReport(
+            step=self.index,
+            target_groups=target,
+            admitted_groups=state.admitted_groups,
+            kept_groups=kept,
+            trained_groups=min(kept, target),
+            surplus_groups=max(0, kept - target),
+            short_groups=max(0, target - kept),
+            exhausted=kept < target and final.exhausted,
+            generated_groups=state.generated_groups,
+            generated_samples=state.generated_samples,
+            generated_tokens=state.generated_tokens,
+            sampling_rounds=state.sampling_rounds,
+            limited_by=final.limited_by,
+        )
 
 
-def session_state(session: AdmissionSession) -> dict[str, Any]:
-    """The session's state as plain JSON types."""
-    s = session
+@attrs.frozen(kw_only=True)
+class SessionParts:
+    """Everything a session checkpoint restores: the lifetime counts, the drop limits' counts, the step."""
+
+    stats: AdmissionStats
+    drops: DropTracker
+    book: StepBook
+
+
+def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]:
+    """The session's state as plain JSON types; ``config`` is the session's configuration."""
+    book = parts.book
     return {
         "format": FORMAT,
         "version": VERSION,
-        "config": _config(s),
-        "stats": s._stats.to_dict(),
-        "step_stats": s._step_stats.to_dict(),
-        "round": {"stats": s._round.to_dict(), "samples": s._round_samples, "tokens": s._round_tokens},
-        "step": {"index": s._step, "open": s._step_open, "target_groups": s._target},
-        "budget": None if s._state is None else s._state.to_dict(),
-        "windows": [[key, judged, dropped] for key, (judged, dropped) in s._drops.windows.items()],
-        "streak": dict(s._drops.streak),
+        "config": config,
+        "stats": parts.stats.to_dict(),
+        "step_stats": book.stats.to_dict(),
+        "round": {"stats": book.round.to_dict(), "samples": book.round_samples, "tokens": book.round_tokens},
+        "step": {"index": book.index, "open": book.open, "target_groups": book.target},
+        "budget": None if book.state is None else book.state.to_dict(),
+        "windows": [[key, judged, dropped] for key, (judged, dropped) in parts.drops.windows.items()],
+        "streak": dict(parts.drops.streak),
     }
-
-
-def _fail(message: str) -> NoReturn:
-    msg = f"cannot restore the session: {message}"
-    raise CheckpointError(msg)
 
 
 def _int(value: object, name: str, minimum: int = 0) -> int:
@@ -71,17 +202,7 @@ def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
-def _check_header(data: object, session: AdmissionSession) -> Mapping[str, Any]:
-    data = check_header(
-        data,
-        keys=_KEYS,
-        format_=FORMAT,
-        version=VERSION,
-        kind="session state",
-        source="state_dict()",
-        fail=_fail,
-    )
-    saved, current = data["config"], _config(session)
+def _check_config(saved: object, current: dict[str, Any]) -> None:
     if saved != current:
         changed = sorted(
             key for key in current if not isinstance(saved, Mapping) or saved.get(key) != current[key]
@@ -91,7 +212,6 @@ def _check_header(data: object, session: AdmissionSession) -> Mapping[str, Any]:
             "restoring it would not reproduce later verdicts and plans "
             "(build the session with the saved settings)"
         )
-    return data
 
 
 def _windows(value: object) -> OrderedDict[Any, list[int]]:
@@ -121,34 +241,40 @@ def _stats(value: object, name: str) -> AdmissionStats:
         _fail(f"'{name}': {exc}")
 
 
-def restore_session(data: object, session: AdmissionSession) -> dict[str, Any]:
-    """
-    Check a saved state against ``session`` and return the private fields to assign.
-
-    Raises:
-        CheckpointError: naming the first problem found; nothing is assigned.
-    """
-    state = _check_header(data, session)
+def _book(state: Mapping[str, Any]) -> StepBook:
     step, round_ = _mapping(state, "step"), _mapping(state, "round")
     budget = state["budget"]
-    fields: dict[str, Any] = {
-        "_stats": _stats(state["stats"], "stats"),
-        "_step_stats": _stats(state["step_stats"], "step_stats"),
-        "_round": _stats(round_.get("stats"), "round.stats"),
-        "_round_samples": _int(round_.get("samples"), "round.samples"),
-        "_round_tokens": _int(round_.get("tokens"), "round.tokens"),
-        "_step": _int(step.get("index"), "step.index", -1),
-        "_target": _int(step.get("target_groups"), "step.target_groups"),
-        "_state": None if budget is None else SamplingBudgetState.from_dict(budget),
-        "_drops": DropTracker(session.limits, _windows(state["windows"]), _streak(state["streak"])),
-        "_plan": None,
-    }
     is_open = step.get("open")
-    if not isinstance(is_open, bool) or (is_open and fields["_state"] is None):
+    if not isinstance(is_open, bool) or (is_open and budget is None):
         _fail(
             f"'step.open' must be a bool, and an open step needs its budget state (got {describe(is_open)})"
         )
-    fields["_step_open"] = is_open
-    if fields["_round_samples"] < fields["_round"].candidates:
+    book = StepBook(
+        index=_int(step.get("index"), "step.index", -1),
+        open=is_open,
+        target=_int(step.get("target_groups"), "step.target_groups"),
+        state=None if budget is None else SamplingBudgetState.from_dict(budget),
+        stats=_stats(state["step_stats"], "step_stats"),
+        round=_stats(round_.get("stats"), "round.stats"),
+        round_samples=_int(round_.get("samples"), "round.samples"),
+        round_tokens=_int(round_.get("tokens"), "round.tokens"),
+    )
+    if book.round_samples < book.round.candidates:
         _fail("the round in progress has fewer samples than groups")
-    return fields
+    return book
+
+
+def restore_session(data: object, config: dict[str, Any], limits: DropLimits) -> SessionParts:
+    """
+    Check a saved state against the session's ``config`` and build what it restores.
+
+    Raises:
+        CheckpointError: naming the first problem found; nothing is built.
+    """
+    state = _FORMAT.read(data)
+    _check_config(state["config"], config)
+    return SessionParts(
+        stats=_stats(state["stats"], "stats"),
+        drops=DropTracker(limits, _windows(state["windows"]), _streak(state["streak"])),
+        book=_book(state),
+    )

@@ -1,8 +1,7 @@
-"""The values an ``AdmissionSession`` returns, and the checks of its arguments."""
+"""The values an ``AdmissionSession`` returns: verdicts and step reports."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -10,10 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._batch import BatchAdmissionResult
-from ._budget import SamplingBudgetConfig, SamplingBudgetController
-from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
-from ._policy import GroupAdmissionPolicy
 from ._reasons import (
     STEP_COST_MULTIPLIER,
     STEP_COUNTS,
@@ -22,20 +18,8 @@ from ._reasons import (
     STEP_PLAN_RATE,
     STEP_TRAINED_RATE,
 )
-from ._validation import check_count, describe
 
-__all__ = [
-    "AdmissionVerdict",
-    "BatchAdmissionVerdict",
-    "StepLabel",
-    "StepReport",
-    "as_controller",
-    "as_policy",
-    "check_count",
-    "check_step_label",
-]
-
-StepLabel = int | str | None
+__all__ = ["AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
 
 
 @attrs.frozen(kw_only=True)
@@ -138,36 +122,3 @@ class StepReport:
             values[STEP_PLAN_RATE] = float(effective_rate)
         values.update({f"{STEP_LIMITED_BY}{cap}": 1 for cap in self.limited_by})
         return {f"{prefix}{name}": value for name, value in values.items()}
-
-
-def as_policy(policy: object) -> GroupAdmissionPolicy:
-    if isinstance(policy, GroupAdmissionPolicy):
-        return policy
-    if policy is None or isinstance(policy, (GroupAdmissionConfig, Mapping)):
-        return GroupAdmissionPolicy(policy)
-    msg = (
-        "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None "
-        f"(got {describe(policy)})"
-    )
-    raise TypeError(msg)
-
-
-def as_controller(budget: object) -> SamplingBudgetController:
-    if isinstance(budget, SamplingBudgetController):
-        return budget
-    if budget is None or isinstance(budget, (SamplingBudgetConfig, Mapping)):
-        return SamplingBudgetController(budget)
-    msg = (
-        "'budget' must be a SamplingBudgetController, a SamplingBudgetConfig, a mapping or None "
-        f"(got {describe(budget)})"
-    )
-    raise TypeError(msg)
-
-
-def check_step_label(step: object) -> StepLabel:
-    if step is None or isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool)):
-        return step
-    if isinstance(step, np.integer):
-        return int(step)
-    msg = f"'step' must be an int, a str or None (got {describe(step)})"
-    raise TypeError(msg)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -17,17 +18,22 @@ import attrs
 __all__ = [
     "as_float",
     "as_int",
+    "check_bool",
     "check_count",
     "check_finite",
     "check_ge",
     "check_gt",
     "check_int",
     "check_names_in",
+    "check_nonempty_strings",
     "check_one_of",
     "check_optional",
+    "check_probability",
     "check_range",
     "check_real",
+    "deprecated",
     "describe",
+    "field_check",
     "is_finite",
     "is_real",
 ]
@@ -43,6 +49,12 @@ def describe(value: object) -> str:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return text
     return f"{text} of type {type(value).__name__}"
+
+
+def deprecated(old: str, instead: str) -> None:
+    """Warn the caller of the caller that ``old`` goes in 0.3.0, and what to use ``instead``."""
+    message = f"{old} is deprecated and will be removed in 0.3.0: {instead}"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
 
 
 def is_real(value: object) -> bool:
@@ -84,6 +96,41 @@ def check_count(value: object, name: str, minimum: int = 0) -> int:
         msg = f"'{name}' must be >= {minimum} (got {value})"
         raise ValueError(msg)
     return int(value)
+
+
+def check_probability(value: object, name: str) -> float:
+    """
+    Return ``value`` as a ``float`` if it is a real number strictly between 0 and 1.
+
+    For confidences and thresholds of probability (``confidence``, ``top_up_below``).
+
+    Raises:
+        TypeError: not a real number (a bool is not one), naming ``name``.
+        ValueError: outside ``(0, 1)``, NaN included, naming ``name``.
+    """
+    if not is_real(value):
+        msg = f"'{name}' must be a number in (0, 1) (got {describe(value)})"
+        raise TypeError(msg)
+    if not 0 < value < 1:  # type: ignore[operator]  # is_real checked it
+        msg = f"'{name}' must be in (0, 1) (got {describe(value)})"
+        raise ValueError(msg)
+    return float(value)  # type: ignore[arg-type]
+
+
+def field_check(check: Callable[[Any, str], object]) -> Validator:
+    """The attrs validator that runs the argument check ``check(value, name)`` on a field."""
+
+    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check(value, attribute.name)
+
+    return _check
+
+
+def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Require a bool (YAML's ``true`` / ``false``), not a truthy string or number."""
+    if not isinstance(value, bool):
+        msg = f"'{attribute.name}' must be a bool (got {describe(value)})"
+        raise TypeError(msg)
 
 
 def check_real(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -160,6 +207,20 @@ def check_one_of(choices: tuple[str, ...]) -> Validator:
             raise ValueError(msg)
 
     return _check
+
+
+def check_nonempty_strings(values: Iterable[object], name: str) -> None:
+    """
+    Require every entry of ``values`` to be a non-empty string.
+
+    Raises:
+        TypeError: an entry is not a string, naming ``name``.
+        ValueError: an entry is the empty string, naming ``name``.
+    """
+    for value in values:
+        if not isinstance(value, str) or not value:
+            msg = f"'{name}' entries must be non-empty strings (got {describe(value)})"
+            raise ValueError(msg) if isinstance(value, str) else TypeError(msg)
 
 
 def check_names_in(choices: tuple[str, ...], what: str) -> Validator:

@@ -54,47 +54,30 @@ class PrometheusExporter:
         if not isinstance(namespace, str) or not namespace.isidentifier():
             msg = f"'namespace' must be a valid metric name prefix (got {describe(namespace)})"
             raise ValueError(msg)
-        self._groups = _prometheus.Counter(
-            "groups",
-            "Prompt groups judged, by outcome.",
-            ["outcome"],
-            namespace=namespace,
-            registry=registry,
-        )
+
+        def metric(kind: Any, name: str, documentation: str, *labels: str) -> Any:
+            return kind(name, documentation, labels, namespace=namespace, registry=registry)
+
+        counter, gauge = _prometheus.Counter, _prometheus.Gauge
+        self._groups = metric(counter, "groups", "Prompt groups judged, by outcome.", "outcome")
         for outcome in _OUTCOMES:
             self._groups.labels(outcome=outcome)  # export zeros from the start
-        self._fallback = _prometheus.Counter(
-            "fallback_admitted_groups",
-            "Rejected groups trained on anyway by a framework fallback.",
-            namespace=namespace,
-            registry=registry,
+        self._fallback = metric(
+            counter, "fallback_admitted_groups", "Rejected groups trained on anyway by a framework fallback."
         )
-        self._external = _prometheus.Counter(
-            "external_reasons",
-            "External rejection reasons, by detail.",
-            ["detail"],
-            namespace=namespace,
-            registry=registry,
+        self._external = metric(
+            counter, "external_reasons", "External rejection reasons, by detail.", "detail"
         )
-        self._rate = _prometheus.Gauge(
-            "effective_group_rate",
-            "Admitted / candidate groups of the most recent observation.",
-            namespace=namespace,
-            registry=registry,
+        self._rate = metric(
+            gauge, "effective_group_rate", "Admitted / candidate groups of the most recent observation."
         )
-        self._plans = _prometheus.Counter(
+        self._plans = metric(
+            counter,
             "resample_plans",
             "Resample plans issued, by whether the budget was exhausted.",
-            ["exhausted"],
-            namespace=namespace,
-            registry=registry,
+            "exhausted",
         )
-        self._planned = _prometheus.Counter(
-            "planned_extra_groups",
-            "Extra groups the budget controller planned.",
-            namespace=namespace,
-            registry=registry,
-        )
+        self._planned = metric(counter, "planned_extra_groups", "Extra groups the budget controller planned.")
 
     def observe(
         self,

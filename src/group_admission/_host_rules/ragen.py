@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
+from .._validation import as_float, check_bool, check_finite, check_ge, check_one_of, check_real, describe
 
 __all__ = ["ZERO_SCORE", "RagenSelection", "ragen_top_p", "select_top_groups"]
 
@@ -47,12 +47,6 @@ _TOP_P_MODES = ("linear", "softmax")
 _METRICS = ("reward", "reward_sum", "reward_variance")
 # RAGEN's build_rollout_filter lower-cases the metric and accepts this alias.
 _METRIC_ALIASES = {"reward_std": "reward_variance"}
-
-
-def _check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        msg = f"'{attribute.name}' must be a bool (got {describe(value)})"
-        raise TypeError(msg)
 
 
 def _normalise_metric(value: object) -> object:
@@ -101,7 +95,7 @@ class RagenSelection:
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
     )
     filter_type: FilterType = attrs.field(default="largest", validator=check_one_of(_FILTER_TYPES))
-    include_zero: bool = attrs.field(default=True, converter=_as_bool, validator=_check_bool)
+    include_zero: bool = attrs.field(default=True, converter=_as_bool, validator=check_bool)
     top_p_prob_mode: TopPMode = attrs.field(default="linear", validator=check_one_of(_TOP_P_MODES))
     selection_eps: float = attrs.field(
         default=0.01, converter=as_float, validator=(check_real, check_finite, check_ge(0))

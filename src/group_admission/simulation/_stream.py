@@ -91,11 +91,6 @@ class GroupBatch:
             total += extra
         return total
 
-    def group_tokens(self) -> IntArray:
-        """Tokens generated per group, shape ``(G,)``."""
-        totals: IntArray = self.tokens.sum(axis=1)
-        return totals
-
     def durations(self) -> IntArray:
         """How long each group takes to generate: its longest member, in tokens."""
         longest: IntArray = self.tokens.max(axis=1)

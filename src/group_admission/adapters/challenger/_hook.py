@@ -206,6 +206,8 @@ class ChallengerAdmission:
             self._room = True
             self._stopped = False
             if self._budgeted:
+                if self._session.step_open:  # the Challenger never ends a batch: its next one does
+                    self._session.end_step()
                 self._session.begin_step(target_groups)
 
     def end_batch(self, *, complete: bool) -> bool:

@@ -1,0 +1,213 @@
+"""
+The four planners share one skeleton: the same checks, the same stops, plans that say when they are done.
+
+``plan``, ``stream_plan``, ``pick_prompts`` (the session's) and ``plan_prompts`` (the layer
+below) must refuse the same bad arguments the same way, cope with any integer count, and
+end the loop their docs show.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+
+from group_admission import (
+    AdmissionSession,
+    PromptHistory,
+    ResamplePlan,
+    SamplingBudgetController,
+    SamplingBudgetState,
+    StreamPlan,
+    plan_prompts,
+    plan_stream,
+)
+from group_admission._plans import PlanBase
+
+POLICY = {"min_reward_std": 1e-6}
+LIVE, DEAD = [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]
+BUDGET = {"max_extra_groups": 16, "max_resample_rounds": 2}
+HUGE = 10**400
+
+
+def _session(target: int = 4) -> AdmissionSession:
+    session = AdmissionSession(POLICY, budget=BUDGET)
+    session.begin_step(target)
+    return session
+
+
+def _history() -> PromptHistory:
+    return PromptHistory({"group_size": 4})
+
+
+def _plan(target: int, **arguments: Any) -> Any:
+    return _session(target).plan(**arguments)
+
+
+def _stream_plan(target: int, in_flight: int = 0, **arguments: Any) -> Any:
+    return _session(target).stream_plan(in_flight, **arguments)
+
+
+def _pick_prompts(target: int, **arguments: Any) -> Any:
+    return _session(target).pick_prompts(_history(), list(range(8)), **arguments)
+
+
+def _plan_prompts(target: int, num_generations: Any = 4, **arguments: Any) -> Any:
+    controller = SamplingBudgetController(BUDGET)
+    return plan_prompts(
+        controller,
+        SamplingBudgetState(),
+        _history(),
+        list(range(8)),
+        step=0,
+        target_groups=target,
+        num_generations=num_generations,
+        **arguments,
+    )
+
+
+PLANNERS: dict[str, Callable[..., Any]] = {
+    "plan": _plan,
+    "stream_plan": _stream_plan,
+    "pick_prompts": _pick_prompts,
+    "plan_prompts": _plan_prompts,
+}
+
+BAD = [
+    (
+        {"estimated_tokens_per_group": 0},
+        ValueError,
+        "'estimated_tokens_per_group' must be a finite number > 0 (got 0)",
+    ),
+    (
+        {"estimated_tokens_per_group": -1},
+        ValueError,
+        "'estimated_tokens_per_group' must be a finite number > 0 (got -1)",
+    ),
+    (
+        {"estimated_tokens_per_group": float("inf")},
+        ValueError,
+        "'estimated_tokens_per_group' must be a finite number > 0 (got inf)",
+    ),
+    (
+        {"estimated_tokens_per_group": True},
+        TypeError,
+        "'estimated_tokens_per_group' must be a real number (got True)",
+    ),
+    ({"num_generations": 0}, ValueError, "'num_generations' must be >= 1 (got 0)"),
+    ({"num_generations": True}, TypeError, "'num_generations' must be an integer (got True)"),
+    ({"num_generations": 2.0}, TypeError, "'num_generations' must be an integer (got 2.0)"),
+]
+
+
+@pytest.mark.parametrize("planner", list(PLANNERS))
+@pytest.mark.parametrize(("arguments", "error", "message"), BAD, ids=[str(row[0]) for row in BAD])
+def test_every_planner_refuses_the_same_bad_arguments_alike(
+    planner: str, arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        PLANNERS[planner](4, **arguments)
+
+
+@pytest.mark.parametrize("planner", list(PLANNERS))
+def test_every_planner_copes_with_a_target_beyond_the_float_range(planner: str) -> None:
+    plan = PLANNERS[planner](HUGE, num_generations=4)
+
+    assert HUGE == plan.remaining_target_groups
+    assert not plan.done
+    assert plan.limited_by in ((), ("extra_group_budget",))
+
+
+def test_a_stream_plan_copes_with_groups_in_flight_beyond_the_float_range() -> None:
+    plan = _stream_plan(4, HUGE, num_generations=4, estimated_tokens_per_group=0.5)
+
+    assert (0, HUGE, False) == (plan.launch, plan.in_flight, plan.exhausted)
+    capped = plan_stream(
+        SamplingBudgetController({"max_extra_groups": HUGE, "max_total_tokens": 10**6}),
+        SamplingBudgetState(),
+        target_groups=HUGE,
+        in_flight=HUGE // 2,
+        num_generations=4,
+        estimated_tokens_per_group=1.5,
+    )
+    # The tokens in flight alone exceed the cap: nothing more is launched, nor exhausted.
+    assert (0, ("token_budget",), False) == (capped.launch, capped.limited_by, capped.exhausted)
+
+
+@pytest.mark.parametrize("planner", ["plan_prompts", "pick_prompts"])
+def test_prompt_plans_for_a_huge_target_take_every_candidate_at_once(planner: str) -> None:
+    plan = PLANNERS[planner](10**6, num_generations=4)
+
+    assert 8 == len(plan.generate) == plan.requested_groups
+
+
+def test_every_plan_shares_one_base_and_says_when_it_is_done() -> None:
+    session = _session(1)
+    first = session.plan(num_generations=4)
+    session.judge(LIVE)
+    met = session.plan(num_generations=4)
+    streaming = session.stream_plan(3, num_generations=4)
+
+    assert all(isinstance(p, PlanBase) for p in (first, met, streaming))
+    assert not first.done
+    assert met.done
+    assert streaming.done
+    assert {"remaining_target_groups", "exhausted", "limited_by", "requested_groups"} <= set(met.to_dict())
+    assert ["target_met"] == met.to_dict()["limited_by"] == streaming.to_dict()["limited_by"]
+    assert isinstance(met, ResamplePlan)
+    assert isinstance(streaming, StreamPlan)
+    assert {f.name for f in attrs.fields(PlanBase)} <= {f.name for f in attrs.fields(StreamPlan)}
+
+
+def _documented_streaming_loop(
+    session: AdmissionSession, finish: Callable[[], list[float]]
+) -> tuple[Any, int]:
+    """The loop of docs/planning.md, with a bound that turns a hang into a failure."""
+    in_flight = 0
+    plan = session.stream_plan(in_flight, num_generations=4, confidence=0.99)
+    for _ in range(10_000):
+        if plan.done:
+            return plan, in_flight
+        in_flight += plan.launch  # the host launches plan.launch groups
+        session.judge(finish())  # ...and one finishes
+        in_flight -= 1
+        plan = session.stream_plan(in_flight, num_generations=4, confidence=0.99)
+    raise AssertionError("the documented streaming loop never ended")
+
+
+def test_the_documented_streaming_loop_ends_when_every_group_is_admitted() -> None:
+    session = AdmissionSession(POLICY, budget={"max_extra_groups": 16})
+    session.begin_step(target_groups=8)
+    plan, in_flight = _documented_streaming_loop(session, lambda: LIVE)
+    report = session.end_step()
+
+    assert (0, 0, 0) == (in_flight, plan.abort, plan.in_flight)
+    assert ("target_met",) == plan.limited_by
+    assert (8, 8) == (report.kept_groups, report.generated_groups)
+
+
+def test_the_documented_streaming_loop_ends_when_the_budget_runs_out() -> None:
+    session = AdmissionSession(POLICY, budget={"max_extra_groups": 4})
+    session.begin_step(target_groups=8)
+    plan, in_flight = _documented_streaming_loop(session, lambda: DEAD)
+    report = session.end_step()
+
+    assert (0, True) == (in_flight, plan.exhausted)
+    assert report.exhausted
+    assert 12 == report.generated_groups
+
+
+def test_the_documented_streaming_loop_ends_on_random_steps() -> None:
+    rng = np.random.default_rng(0)
+    session = AdmissionSession(POLICY, budget={"max_extra_groups": 16})
+    for _ in range(20):
+        session.begin_step(target_groups=8)
+        plan, _ = _documented_streaming_loop(
+            session, lambda: (rng.random(4) < rng.random()).astype(float).tolist()
+        )
+        report = session.end_step()
+        assert report.kept_groups == 8 or plan.exhausted
