@@ -13,6 +13,8 @@ An adapter translates; this module owns what adapters would otherwise each rebui
 - :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
   ROLL on each kept group): the counts judged since the last report under their metric
   names, plus the session's ``cumulative_effective_group_rate``.
+- :func:`step_metrics` and :func:`stream_step_metrics`: a step under the one step
+  vocabulary (:meth:`StepReport.metrics`), for hosts that log a step.
 - Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, and the settings fields and
   coercers every adapter's settings class uses.
 
@@ -46,14 +48,16 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
+from .._budget import SamplingBudgetConfig
 from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
 from .._limits import DropLimits
-from .._loading import from_mapping
+from .._loading import coerce_config, from_mapping
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict, StepReport
+from .._streaming import StreamPlan
 from .._validation import check_ge, check_int, check_optional, describe
 
 R = TypeVar("R")
@@ -220,6 +224,31 @@ def step_metrics(
     return metrics
 
 
+def stream_step_metrics(
+    session: AdmissionSession,
+    report: StepReport,
+    plan: StreamPlan | None,
+    *,
+    prefix: str,
+    exhausted: bool,
+) -> dict[str, int | float]:
+    """
+    A streaming step's metrics (slime's streaming rollout, OpenRLHF's generator), in one flat dict.
+
+    :meth:`StepReport.metrics` of the step as the last stream plan the host followed bounded
+    it: that plan's ``effective_rate`` and ``limited_by`` (``target_met`` when the target
+    was met) and ``exhausted`` as the host found it, where ``end_step`` reports the round
+    planner's. Then the step's :class:`AdmissionStats` counts under their own names
+    (``exact_dead_group_count``, ``effective_group_rate``, ...) and the session's
+    ``cumulative_effective_group_rate``.
+    """
+    followed = attrs.evolve(report, exhausted=exhausted, limited_by=() if plan is None else plan.limited_by)
+    metrics = followed.metrics(prefix=prefix, effective_rate=None if plan is None else plan.effective_rate)
+    metrics.update({f"{prefix}{name}": value for name, value in session.step_stats.metrics().items()})
+    metrics[f"{prefix}{CUMULATIVE_EFFECTIVE_GROUP_RATE}"] = session.stats.effective_group_rate
+    return metrics
+
+
 def as_policy_config(value: Any) -> GroupAdmissionConfig:
     """Convert the ``policy`` setting (a mapping of config fields, or ``None``) to a config."""
     if value is None:
@@ -242,6 +271,37 @@ def scalar_policy_config(value: Any) -> GroupAdmissionConfig:
         )
         raise ValueError(msg)
     return config
+
+
+def token_ids_only(
+    adapter: str, holder: str
+) -> Callable[[object, attrs.Attribute[Any], GroupAdmissionConfig], None]:
+    """
+    A ``policy`` validator refusing the redundancy gate, for hosts whose rollouts hold token ids.
+
+    ``holder`` says what holds them (``"its experiences hold"``): comparing texts would mean
+    decoding every completion, which is not an adapter's job.
+    """
+
+    def check(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
+        if value.similarity_gate_enabled:
+            msg = (
+                f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the {adapter} adapter: "
+                f"{holder} token ids, not completion texts (got {value.max_mean_pairwise_similarity!r})"
+            )
+            raise ValueError(msg)
+
+    return check
+
+
+def as_budget(value: Any) -> SamplingBudgetConfig:
+    """Convert the ``budget`` setting (:class:`SamplingBudgetConfig` fields, or ``None``: the defaults)."""
+    return coerce_config(SamplingBudgetConfig, value, name="budget")
+
+
+def as_limits(value: Any) -> DropLimits:
+    """Convert the ``limits`` setting (:class:`DropLimits` fields, or ``None``: none)."""
+    return coerce_config(DropLimits, value, name="limits")
 
 
 def failed_streak_field() -> Any:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import warnings
 from typing import Any
 
 import pytest
 
-from adapters.slime.stream_hosts import Host, make_args
+from adapters.slime.scripted_engine import bernoulli_script
+from adapters.slime.stream_hosts import CHECKED_COMMIT, Host, make_args
+from group_admission.adapters import _host_support
 from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.slime import SlimeStreamingSettings
 
@@ -83,7 +87,8 @@ def test_without_slime_the_rollout_says_how_to_install_it(monkeypatch: pytest.Mo
         monkeypatch.setitem(sys.modules, name, None)  # an import of it raises ImportError
 
     with pytest.raises(
-        ImportError, match=r"slime is not importable .*pip install git\+https://github.com/THUDM/slime"
+        ImportError,
+        match=r"requires slime, inside whose RolloutManager .*pip install git\+https://github.com/THUDM/slime",
     ):
         slime_adapter.streaming_rollout(make_args(), 0, data_source=None)
 
@@ -91,3 +96,41 @@ def test_without_slime_the_rollout_says_how_to_install_it(monkeypatch: pytest.Mo
 def test_the_tables_cover_the_settings() -> None:
     fields = {name for _, raw, _, _ in SETTINGS if isinstance(raw, dict) for name in raw}
     assert {"confidence", "race", "top_up_below", "on_exhausted", "budget"} <= fields
+
+
+class _GitInstall:
+    """importlib.metadata's view of slime installed by ``pip install git+...@<commit>``."""
+
+    def __init__(self, commit: str) -> None:
+        self.version = "0.3.1"
+        self._commit = commit
+
+    def read_text(self, name: str) -> str | None:
+        if name != "direct_url.json":
+            return None
+        return json.dumps(
+            {"url": "https://github.com/THUDM/slime", "vcs_info": {"vcs": "git", "commit_id": self._commit}}
+        )
+
+
+@pytest.mark.parametrize(
+    ("commit", "warns"), [(CHECKED_COMMIT, False), ("0123456789abcdef0123456789abcdef01234567", True)]
+)
+def test_a_slime_from_another_commit_warns_once_naming_the_checked_one(
+    slime_host: Host, monkeypatch: pytest.MonkeyPatch, commit: str, warns: bool
+) -> None:
+    monkeypatch.setattr(_host_support.metadata, "distribution", lambda _name: _GitInstall(commit))
+    monkeypatch.setattr(_host_support, "_checked", set())
+    args = make_args(rollout_batch_size=2, n_samples_per_prompt=2)
+    slime_host.install_engine(bernoulli_script(size=2, pass_rate=1.0), 2)
+    data_source = slime_host.data_source(args)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rollout_id in range(2):
+            slime_host.streaming(args, rollout_id, data_source)
+
+    found = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(found) == int(warns)
+    assert all(f"slime THUDM/slime@{CHECKED_COMMIT}" in str(w.message) for w in found)
+    assert all("got slime from commit 0123456789ab" in str(w.message) for w in found)

@@ -13,7 +13,8 @@ Importing this module imports neither OpenRLHF, Ray nor torch. See ``docs/adapte
 
 from __future__ import annotations
 
-from ._generator import AdmissionGeneratorMixin
+from .._host_support import publish as _publish
+from ._generator import METRIC_PREFIX, AdmissionGeneratorMixin, reset
 from ._install import (
     SETUP_HOOK,
     admission_generator_class,
@@ -22,7 +23,6 @@ from ._install import (
     uninstall,
     worker_process_setup_hook,
 )
-from ._runtime import METRIC_PREFIX, reset
 from ._settings import SETTINGS_ENV, OpenRLHFAdmissionSettings
 from ._versions import SUPPORTED_VERSIONS
 
@@ -40,3 +40,5 @@ __all__ = [
     "uninstall",
     "worker_process_setup_hook",
 ]
+
+_publish(__name__)

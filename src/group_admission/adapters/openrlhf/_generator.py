@@ -12,22 +12,45 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import attrs
 import structlog
 
 from ..._exceptions import BudgetExhaustedError
 from ..._host_rules.openrlhf import amend_by_mean_range
 from ..._session import AdmissionSession, StepReport
 from ..._streaming import StreamPlan
+from .._adapter_runtime import AdapterSession, SessionRegistry, stream_step_metrics
 from ._groups import GENERATION_FAILED, failed_group, read_group
-from ._runtime import METRIC_PREFIX, session_for, step_metrics
-from ._settings import OpenRLHFAdmissionSettings, current_settings
+from ._settings import OpenRLHFAdmissionSettings, current_settings, forget_settings
 from ._versions import SUPPORTED_VERSIONS
 
-__all__ = ["AdmissionGeneratorMixin"]
+__all__ = ["METRIC_PREFIX", "AdmissionGeneratorMixin", "reset"]
+
+#: The prefix of every metric the adapter reports (OpenRLHF logs them as ``train/group_admission/...``).
+METRIC_PREFIX = "group_admission/"
 
 _log = structlog.get_logger("group_admission.adapters.openrlhf")
 # OpenRLHF waits on its refs with this timeout too; it only bounds one wait, not the step.
 _WAIT_SECONDS = 10.0
+
+# One session per settings in a process: OpenRLHF builds one generator per trainer actor.
+_SESSIONS: SessionRegistry[AdapterSession[OpenRLHFAdmissionSettings]] = SessionRegistry(
+    on_reset=forget_settings
+)
+
+
+def _runtime(settings: OpenRLHFAdmissionSettings) -> AdapterSession[OpenRLHFAdmissionSettings]:
+    # Keyed by every field's value: settings read from different files but equal share a session.
+    return _SESSIONS.get(attrs.asdict(settings), lambda: AdapterSession(settings, host="OpenRLHF"))
+
+
+def reset() -> None:
+    """
+    Forget every session, its counts, and the settings read so far (for tests and notebooks).
+
+    .. versionadded:: 0.2.0
+    """
+    _SESSIONS.reset()
 
 
 class AdmissionGeneratorMixin:
@@ -83,7 +106,7 @@ def _host_module(cls: type) -> Any:
             break
     msg = (
         f"{cls.__name__} must derive from OpenRLHF's SamplesGenerator, whose module defines 'ray' "
-        f"and '_collect_prompt_batch' (supported: {', '.join(SUPPORTED_VERSIONS)})"
+        f"and '_collect_prompt_batch' (supported: openrlhf{SUPPORTED_VERSIONS['openrlhf']})"
     )
     raise TypeError(msg)
 
@@ -103,7 +126,7 @@ class _Step:
         self.kwargs = generate_kwargs
         self.host = _host_module(type(generator))
         self.settings: OpenRLHFAdmissionSettings = current_settings()
-        self.session: AdmissionSession = session_for(self.settings)
+        self.session: AdmissionSession = _runtime(self.settings).session
         self.size = _group_size(generator, generate_kwargs)
         self.range: tuple[float, float] | None = None
         if self.settings.apply_dynamic_filtering_range:
@@ -169,7 +192,8 @@ class _Step:
 
     def _finish(self, report: StepReport, plan: StreamPlan | None) -> tuple[list[Any], int, bool]:
         capped = plan is not None and plan.exhausted and report.short_groups > 0
-        metrics = step_metrics(report, self.session, prompts_consumed=self.consumed, exhausted=capped)
+        metrics = stream_step_metrics(self.session, report, plan, prefix=METRIC_PREFIX, exhausted=capped)
+        metrics[f"{METRIC_PREFIX}prompts_consumed"] = self.consumed
         self.generator.last_admission_metrics, self.generator.last_admission_report = metrics, report
         _log.info("group_admission_step", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
         if capped and plan is not None and not self.dry:

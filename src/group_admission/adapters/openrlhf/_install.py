@@ -14,7 +14,6 @@ passes to ``ray.init``.
 
 from __future__ import annotations
 
-import importlib
 import importlib.abc
 import os
 import sys
@@ -25,7 +24,7 @@ from typing import Any
 from ..._validation import describe
 from ._generator import AdmissionGeneratorMixin
 from ._settings import SETTINGS_ENV, OpenRLHFAdmissionSettings, is_inline
-from ._versions import INSTALL_HINT, check_installed_version
+from ._versions import check_openrlhf, import_openrlhf
 
 __all__ = [
     "GENERATOR_MODULE",
@@ -48,14 +47,6 @@ SETUP_HOOK = "group_admission.adapters.openrlhf.worker_process_setup_hook"
 _CLASSES: dict[type, type] = {}
 
 
-def _generator_module() -> ModuleType:
-    try:
-        return importlib.import_module(GENERATOR_MODULE)
-    except ImportError as exc:
-        msg = f"group_admission.adapters.openrlhf needs OpenRLHF's {GENERATOR_MODULE} ({exc}); {INSTALL_HINT}"
-        raise ImportError(msg, name=exc.name) from None
-
-
 def admission_generator_class(base: type | None = None) -> type:
     """
     The admission subclass of ``base`` (default: OpenRLHF's ``SamplesGenerator``), made once per base.
@@ -67,7 +58,7 @@ def admission_generator_class(base: type | None = None) -> type:
     .. versionadded:: 0.2.0
     """
     if base is None:
-        base = _generator_module().SamplesGenerator
+        base = import_openrlhf(GENERATOR_MODULE).SamplesGenerator
     if not isinstance(base, type):
         msg = f"'base' must be OpenRLHF's SamplesGenerator class (got {describe(base)})"
         raise TypeError(msg)
@@ -103,8 +94,8 @@ def install(module: ModuleType | None = None) -> type:
 
     .. versionadded:: 0.2.0
     """
-    target: Any = _generator_module() if module is None else module
-    check_installed_version()
+    target: Any = import_openrlhf(GENERATOR_MODULE) if module is None else module
+    check_openrlhf()
     made = admission_generator_class(target.SamplesGenerator)
     target.SamplesGenerator = made
     if made in _CLASSES.values():

@@ -18,9 +18,16 @@ from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
 from ..._exceptions import ConfigurationError
 from ..._limits import DropLimits
-from ..._loading import coerce_config, load_yaml_mapping
+from ..._loading import load_yaml_mapping
 from ..._validation import check_one_of
-from .._adapter_runtime import as_policy_config, check_bool, settings_from
+from .._adapter_runtime import (
+    as_budget,
+    as_limits,
+    as_policy_config,
+    check_bool,
+    settings_from,
+    token_ids_only,
+)
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -52,25 +59,6 @@ def _as_policy(value: Any) -> GroupAdmissionConfig:
     return as_policy_config(value)
 
 
-def _check_policy(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
-    # The generator holds token ids; decoding every completion to compare texts is not its job.
-    if value.similarity_gate_enabled:
-        msg = (
-            f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the OpenRLHF adapter: "
-            "its experiences hold token ids, not completion texts "
-            f"(got {value.max_mean_pairwise_similarity!r})"
-        )
-        raise ValueError(msg)
-
-
-def _as_budget(value: Any) -> SamplingBudgetConfig:
-    return coerce_config(SamplingBudgetConfig, value, name="budget")
-
-
-def _as_limits(value: Any) -> DropLimits:
-    return coerce_config(DropLimits, value, name="limits")
-
-
 @attrs.frozen(kw_only=True)
 class OpenRLHFAdmissionSettings:
     """
@@ -98,9 +86,11 @@ class OpenRLHFAdmissionSettings:
     .. versionadded:: 0.2.0
     """
 
-    policy: GroupAdmissionConfig = attrs.field(default=None, converter=_as_policy, validator=_check_policy)
-    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=_as_budget)
-    limits: DropLimits = attrs.field(factory=DropLimits, converter=_as_limits)
+    policy: GroupAdmissionConfig = attrs.field(
+        default=None, converter=_as_policy, validator=token_ids_only("OpenRLHF", "its experiences hold")
+    )
+    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     apply_dynamic_filtering_range: bool = attrs.field(default=False, validator=check_bool)
     on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
     metrics_in_info: bool = attrs.field(default=True, validator=check_bool)

@@ -26,10 +26,11 @@ from ._hooks import (
     log_rollout_metrics,
     record_all_samples,
 )
-from ._streaming import reset, streaming_rollout
+from ._streaming import STREAMING_SUPPORTED_VERSIONS, reset, streaming_rollout
 from ._streaming_settings import SlimeStreamingSettings
 
 __all__ = [
+    "STREAMING_SUPPORTED_VERSIONS",
     "SUPPORTED_VERSIONS",
     "ConsecutiveFailedGroupsError",
     "DynamicFilterOutput",

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -23,16 +23,15 @@ from ..._reasons import RejectionReason
 from ..._validation import check_names_in
 from .._adapter_runtime import (
     AdapterSession,
-    GroupInput,
     SessionRegistry,
     check_bool,
     failed_streak_field,
     scalar_policy_config,
-    scalar_reward,
     settings_from,
     to_str_tuple,
 )
 from .._host_support import find_host, host_versions
+from ._groups import read_group
 
 #: The slime versions the adapter supports (0.3.0 without ``keep_when_insufficient``: see the docs).
 SUPPORTED_VERSIONS = host_versions({"slime": ">=0.3.0"})
@@ -113,47 +112,6 @@ def _output_type() -> tuple[type[Any], bool]:
     return output_type, "keep_when_insufficient" in getattr(output_type, "__dataclass_fields__", {})
 
 
-def _read_member(args: Any, sample: Any, reject: tuple[str, ...], slot: int, out: GroupInput) -> None:
-    if not hasattr(sample, "get_reward_value"):
-        out.reject("malformed_member", slot)
-        return
-    status = getattr(sample, "status", None)
-    status = getattr(status, "value", status)
-    if isinstance(status, str) and status in reject:
-        out.external.append(status)
-    reward: float | None = None
-    if getattr(sample, "reward", None) is not None:
-        try:
-            raw = sample.get_reward_value(args)
-        except KeyError:
-            out.external.append("reward_key_missing")
-        except Exception:  # a bad member rejects its group; it must never stop training
-            out.external.append("unreadable_reward")
-        else:
-            reward, problem = scalar_reward(raw)
-            if problem is not None:
-                out.external.append(problem)
-    response = getattr(sample, "response", None)
-    out.add(reward, response if isinstance(response, str) else None, slot)
-
-
-def _read_group(args: Any, samples: Any, reject_statuses: tuple[str, ...]) -> GroupInput:
-    """One slime group for the policy; the segments of a fan-out rollout share its rollout id."""
-    out = GroupInput()
-    if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
-        out.reject("malformed_group", 0)
-        return out
-    for slot, member in enumerate(samples):
-        segments = member if isinstance(member, (list, tuple)) else (member,)
-        if not segments:
-            out.reject("empty_rollout", slot)
-        for segment in segments:
-            if out.group_key is None:
-                out.group_key = getattr(segment, "group_index", None)
-            _read_member(args, segment, reject_statuses, slot, out)
-    return out
-
-
 def _live_remaining_batch_size() -> int | None:
     """Slime's live ``GenerateState.remaining_batch_size``, read without importing or building it."""
     module = sys.modules.get("slime.rollout.sglang_rollout")
@@ -218,7 +176,7 @@ def judge_group(args: Any, samples: Any) -> GroupAdmissionDecision:
     .. versionadded:: 0.1.0
     """
     runtime = _runtime(args)
-    return _read_group(args, samples, runtime.settings.reject_statuses).evaluate(runtime.session.policy)
+    return read_group(args, samples, runtime.settings.reject_statuses).evaluate(runtime.session.policy)
 
 
 def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
@@ -234,7 +192,7 @@ def admission_filter(args: Any, samples: Any, **kwargs: Any) -> Any:
     .. versionadded:: 0.1.0
     """
     runtime = _runtime(args)
-    decision = _read_group(args, samples, runtime.settings.reject_statuses).judge(runtime.session).decision
+    decision = read_group(args, samples, runtime.settings.reject_statuses).judge(runtime.session).decision
     output_type, has_fallback_field = _output_type()
     if decision.admitted:
         return output_type(keep=True)
@@ -278,7 +236,7 @@ def record_all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
             for group in all_groups:
                 # slime dropped none of these groups, so there is no resampling loop to stop.
                 with contextlib.suppress(ConsecutiveFailedGroupsError):
-                    _read_group(args, group, runtime.settings.reject_statuses).judge(runtime.session)
+                    read_group(args, group, runtime.settings.reject_statuses).judge(runtime.session)
         rollout, unknown = runtime.window.pending(), runtime.unknown_fallbacks
         target = getattr(args, "rollout_batch_size", None)
         if unknown and isinstance(target, int):

@@ -13,26 +13,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 from types import ModuleType
 from typing import Any
 
 import attrs
 import structlog
 
+from ..._budget import SamplingBudgetConfig
+from ..._config import GroupAdmissionConfig
 from ..._exceptions import BudgetExhaustedError
+from ..._limits import DropLimits
 from ..._reasons import RejectionReason
-from ..._session import AdmissionSession
 from ..._streaming import StreamPlan
 from ..._validation import check_count, describe
-from .._adapter_runtime import settings_key
+from .._adapter_runtime import AdapterSession, SessionRegistry
+from .._host_support import host_versions, import_host
 from . import _hooks
+from ._groups import leaves, read_group
 from ._hooks import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings, drop_reason
-from ._hooks import _read_group as read_group
-from ._streaming_report import leaves, rollout_metrics
+from ._streaming_report import rollout_metrics
 from ._streaming_settings import STREAMING_SETTINGS_ATTR, SlimeStreamingSettings
 
-__all__ = ["reset", "streaming_rollout"]
+__all__ = ["STREAMING_SUPPORTED_VERSIONS", "reset", "streaming_rollout"]
+
+#: The slime the streaming rollout is checked against: one commit, because it runs on slime's
+#: internals (``GenerateState``, ``generate_and_rm_group``, ``abort``, the buffered data source).
+STREAMING_SUPPORTED_VERSIONS = host_versions(
+    {"slime": "THUDM/slime@624b824a898ab0ec1fcb4d373004c7f3852bf515"}
+)
 
 _log = structlog.get_logger("group_admission.adapters.slime")
 
@@ -49,54 +57,61 @@ class _Slime:
 
     @classmethod
     def load(cls) -> _Slime:
-        names = (
-            "rollout.sglang_rollout",
-            "rollout.base_types",
-            "rollout.filter_hub.base_types",
-            "utils.misc",
-        )
-        try:
-            rollout, base_types, filters, misc = (importlib.import_module(f"slime.{name}") for name in names)
-            loop = importlib.import_module("slime.utils.async_utils")
-        except ImportError as error:
-            msg = (
-                "streaming_rollout runs inside slime's RolloutManager, and slime is not importable "
-                f"here ({error}); install slime (pip install git+https://github.com/THUDM/slime)"
-            )
-            raise ImportError(msg) from error
+        modules = ("sglang_rollout", "base_types", "filter_hub.base_types")
+        rollout, base_types, filters = (_import_slime(f"rollout.{name}") for name in modules)
+        misc, loop = _import_slime("utils.misc"), _import_slime("utils.async_utils")
         return cls(rollout, base_types, filters, misc, loop.run)
 
 
+def _import_slime(name: str) -> ModuleType:
+    return import_host(
+        f"slime.{name}",
+        adapter="group_admission.adapters.slime.streaming_rollout",
+        needs="slime, inside whose RolloutManager it runs",
+        install=f"pip install git+https://github.com/{STREAMING_SUPPORTED_VERSIONS['slime']}",
+        versions=STREAMING_SUPPORTED_VERSIONS,
+    )
+
+
 @attrs.frozen
-class _Stream:
-    """One configuration's session and settings, kept for the life of slime's rollout actor."""
+class _StreamSettings:
+    """One configuration of the streaming rollout: both mappings, and the caps of one rollout."""
 
     admission: SlimeAdmissionSettings
     streaming: SlimeStreamingSettings
-    session: AdmissionSession
+    budget: SamplingBudgetConfig
+
+    @property
+    def policy(self) -> GroupAdmissionConfig:
+        """The policy of the ``group_admission`` mapping, as the filter's."""
+        return self.admission.policy
+
+    @property
+    def limits(self) -> DropLimits:
+        """The failure streak of the ``group_admission`` mapping, as the filter's."""
+        return self.admission.limits
 
 
-# One session per configuration (both mappings and the batch size); dict operations are atomic.
-_STREAMS: dict[str, _Stream] = {}
+_Stream = AdapterSession[_StreamSettings]
+# One session per configuration (both mappings and the batch size), for the life of slime's
+# rollout actor; reset() forgets them with the filter's.
+_STREAMS: SessionRegistry[_Stream] = SessionRegistry()
 
 
 def _count_arg(args: Any, name: str) -> int:
     return check_count(getattr(args, name, None), f"args.{name}", 1)
 
 
+def _build(raw: tuple[Any, Any], target: int) -> _Stream:
+    admission = SlimeAdmissionSettings.from_mapping(raw[0])
+    streaming = SlimeStreamingSettings.from_mapping(raw[1])
+    return AdapterSession(_StreamSettings(admission, streaming, streaming.budget_for(target)), host="slime")
+
+
 def _stream(args: Any) -> _Stream:
     raw = (getattr(args, SETTINGS_ATTR, None), getattr(args, STREAMING_SETTINGS_ATTR, None))
     target = _count_arg(args, "rollout_batch_size")
-    key = settings_key([*raw, target])
-    found = _STREAMS.get(key)
-    if found is None:
-        admission = SlimeAdmissionSettings.from_mapping(raw[0])
-        streaming = SlimeStreamingSettings.from_mapping(raw[1])
-        session = AdmissionSession(
-            admission.policy, budget=streaming.budget_for(target), limits=admission.limits, host="slime"
-        )
-        found = _STREAMS.setdefault(key, _Stream(admission, streaming, session))
-    return found
+    return _STREAMS.get([*raw, target], lambda: _build(raw, target))
 
 
 def reset() -> None:
@@ -106,7 +121,7 @@ def reset() -> None:
     .. versionadded:: 0.2.0
     """
     _hooks.reset()
-    _STREAMS.clear()
+    _STREAMS.reset()
 
 
 def _check_args(args: Any) -> None:
@@ -164,7 +179,6 @@ class _Rollout:
     rejected: list[_Finished] = attrs.Factory(list)  # gate rejections: usable rewards, no signal
     finished: list[_Finished] = attrs.Factory(list)
     carried_in: int = 0
-    surplus: int = 0
 
     def launch(self, groups: list[Any]) -> None:
         # One group at a time, so that each of slime's tasks is known with its group.
@@ -178,7 +192,7 @@ class _Rollout:
         """Judge a finished group and count it in the session, with the tokens it produced in this rollout."""
         launch = self.launches[task]
         group = task.result()
-        session, admission = self.stream.session, self.stream.admission
+        session, admission = self.stream.session, self.stream.settings.admission
         decision = read_group(self.args, group, admission.reject_statuses).evaluate(session.policy)
         verdict = session.record(
             decision,
@@ -187,17 +201,16 @@ class _Rollout:
         )
         done = _Finished(launch.order, group, launch.started)
         self.finished.append(done)
-        if verdict.keep and len(self.kept) < self.target:
-            self.kept.append(done)
-        elif verdict.keep:
-            self.surplus += 1  # finished with the one that met the target: slime discards these too
+        if verdict.keep:
+            if len(self.kept) < self.target:  # the others finished with the one that met it: surplus
+                self.kept.append(done)
         else:
             gatherer.on_dynamic_filter_drop(reason=drop_reason(decision))
             if decision.reason is not RejectionReason.EXTERNAL:
                 self.rejected.append(done)
 
     def plan(self) -> StreamPlan:
-        settings = self.stream.streaming
+        settings = self.stream.settings.streaming
         return self.stream.session.stream_plan(
             len(self.state.pendings),
             num_generations=self.group_size,
@@ -263,7 +276,7 @@ async def _rollout(
             "carried_in_group_count": rollout.carried_in,
             "carried_out_group_count": len(carried),
             "aborted_group_count": in_flight,
-            "surplus_group_count": rollout.surplus,
+            "surplus_group_count": report.surplus_groups,  # slime discards them too
             "padded_group_count": len(data) - len(rollout.kept),
         },
     )
@@ -283,7 +296,7 @@ def _fill(rollout: _Rollout, report: Any, plan: StreamPlan) -> list[Any]:
     missing = rollout.target - len(rollout.kept)
     chosen = rollout.kept
     if missing:
-        settings = rollout.stream.streaming
+        settings = rollout.stream.settings.streaming
         if settings.on_exhausted == "raise" or len(rollout.rejected) < missing:
             raise BudgetExhaustedError(_exhausted_message(rollout, report, plan))
         padding = rollout.rejected[:missing]
@@ -308,7 +321,7 @@ def _exhausted_message(rollout: _Rollout, report: Any, plan: StreamPlan) -> str:
     missing = rollout.target - len(rollout.kept)
     why = (
         f"on_exhausted is 'raise' in the '{STREAMING_SETTINGS_ATTR}' settings"
-        if rollout.stream.streaming.on_exhausted == "raise"
+        if rollout.stream.settings.streaming.on_exhausted == "raise"
         else f"only {len(rollout.rejected)} finished group(s) with usable rewards can fill the "
         f"{missing} missing place(s) without gradient"
     )

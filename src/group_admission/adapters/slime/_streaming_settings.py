@@ -8,9 +8,8 @@ from typing import Any, Literal
 import attrs
 
 from ..._budget import SamplingBudgetConfig
-from ..._loading import coerce_config
 from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
-from .._adapter_runtime import settings_from
+from .._adapter_runtime import as_budget, settings_from
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSettings"]
 
@@ -18,10 +17,6 @@ __all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSetting
 STREAMING_SETTINGS_ATTR = "group_admission_streaming"
 
 ExhaustionAction = Literal["train", "raise"]
-
-
-def _as_budget(value: Any) -> SamplingBudgetConfig | None:
-    return None if value is None else coerce_config(SamplingBudgetConfig, value, name="budget")
 
 
 def _check_probability(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -62,7 +57,9 @@ class SlimeStreamingSettings:
     .. versionadded:: 0.2.0
     """
 
-    budget: SamplingBudgetConfig | None = attrs.field(default=None, converter=_as_budget)
+    budget: SamplingBudgetConfig | None = attrs.field(
+        default=None, converter=attrs.converters.optional(as_budget)
+    )
     confidence: float = _probability(0.99)
     race: float = attrs.field(
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))

@@ -16,7 +16,7 @@ import attrs
 from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
-from ..._loading import coerce_config, from_mapping
+from ..._loading import from_mapping
 from ..._validation import (
     as_float,
     as_int,
@@ -29,7 +29,7 @@ from ..._validation import (
     check_real,
     describe,
 )
-from .._adapter_runtime import as_policy_config
+from .._adapter_runtime import as_budget, as_limits, as_policy_config, token_ids_only
 
 __all__ = ["CANONICAL_REWARD", "ExhaustionAction", "VerlAdmissionSettings"]
 
@@ -37,25 +37,6 @@ __all__ = ["CANONICAL_REWARD", "ExhaustionAction", "VerlAdmissionSettings"]
 CANONICAL_REWARD = "reward"
 
 ExhaustionAction = Literal["train", "raise"]
-
-
-def _as_budget(value: Any) -> SamplingBudgetConfig:
-    return coerce_config(SamplingBudgetConfig, value, name="budget")
-
-
-def _check_no_similarity(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
-    # The sampler sees token ids, not texts, and has no tokenizer to decode them.
-    if value.similarity_gate_enabled:
-        msg = (
-            f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the verl adapter: "
-            "verl's replay buffer holds token ids, not completion texts (got "
-            f"{value.max_mean_pairwise_similarity!r})"
-        )
-        raise ValueError(msg)
-
-
-def _as_limits(value: Any) -> DropLimits:
-    return coerce_config(DropLimits, value, name="limits")
 
 
 @attrs.frozen(kw_only=True)
@@ -90,10 +71,12 @@ class VerlAdmissionSettings:
     """
 
     policy: GroupAdmissionConfig = attrs.field(
-        factory=GroupAdmissionConfig, converter=as_policy_config, validator=_check_no_similarity
+        factory=GroupAdmissionConfig,
+        converter=as_policy_config,
+        validator=token_ids_only("verl", "verl's replay buffer holds"),
     )
-    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=_as_budget)
-    limits: DropLimits = attrs.field(factory=DropLimits, converter=_as_limits)
+    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     num_generations: int | None = attrs.field(
         default=None,
         converter=attrs.converters.optional(as_int),
