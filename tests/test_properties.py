@@ -92,6 +92,34 @@ def test_exactly_one_primary_reason_consistent_with_the_failed_checks(
     assert set(decision.external_reasons) <= failed
 
 
+@given(
+    config=configs(similarity=True),
+    rewards=st.lists(st.sampled_from([0.0, 0.5, 1.0, 0.51]), min_size=1, max_size=5),
+    texts=st.lists(st.sampled_from(["answer is 4", "carry the one"]), min_size=5, max_size=5),
+    external=st.lists(
+        st.sampled_from(["stale", *sorted(REWARD_CHECKS), "mean_pairwise_similarity_above_threshold"]),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_external_reasons_never_change_which_gates_failed(
+    config: GroupAdmissionConfig, rewards: list[float], texts: list[str], external: list[str]
+) -> None:
+    policy = GroupAdmissionPolicy(config)
+    texts = texts[: len(rewards)]
+    plain = policy.evaluate(rewards, texts)
+    with_reasons = policy.evaluate(rewards, texts, external_reasons=external)
+
+    assert plain.failed_checks == with_reasons.gate_checks
+    assert plain.reward_rejected == with_reasons.reward_rejected
+    assert plain.near_duplicate_rejected == with_reasons.near_duplicate_rejected
+    counted = group_admission_metrics([with_reasons])
+    assert (
+        counted["reward_rejected_group_count"]
+        == group_admission_metrics([plain])["reward_rejected_group_count"]
+    )
+
+
 @given(config=configs(), rewards=reward_matrices())
 def test_evaluate_batch_agrees_exactly_with_evaluate(
     config: GroupAdmissionConfig, rewards: np.ndarray
@@ -167,7 +195,7 @@ def test_counts_conserve_under_random_merges(batches: list[list[int]], seed: int
     for part in parts:
         total = total.merge(AdmissionStats.from_dict(part.to_dict()))
 
-    assert group_admission_metrics(everything) == total.metrics()
+    assert {**group_admission_metrics(everything), "fallback_admitted_group_count": 0} == total.metrics()
     assert (
         total.candidates
         == total.admitted + total.external + total.exact_dead + total.near_tie + total.redundant
@@ -212,7 +240,18 @@ _ELEMENTS = st.one_of(
     st.floats(-10, 10, allow_nan=False),
 )
 _TEXTS = st.sampled_from(["add the numbers", "carry the one", "answer is 4", "answer is 4", None])
-_REASONS = st.sampled_from([(), ("stale",), "timeout", ("missing_reward", "stale"), ("missing_completion",)])
+# Caller reasons that happen to be named like gate checks are still only caller reasons.
+_REASONS = st.sampled_from(
+    [
+        (),
+        ("stale",),
+        "timeout",
+        ("missing_reward", "stale"),
+        ("missing_completion",),
+        ("reward_std_below_threshold",),
+        ("mean_pairwise_similarity_above_threshold", "insufficient_nontrivial_advantages"),
+    ]
+)
 
 
 @st.composite

@@ -190,7 +190,7 @@ class _Columns:
     def write(self, row: int, decision: GroupAdmissionDecision) -> None:
         """Store one group's decision, judged one by one, in the arrays."""
         self.codes[row] = 0 if decision.reason is None else decision.reason.code
-        self.flags[row] = sum(CHECK_BITS.get(check, 0) for check in decision.failed_checks)
+        self.flags[row] = sum(CHECK_BITS.get(check, 0) for check in decision.gate_checks)
         if decision.external_reasons:
             self.external[row] = list(decision.external_reasons)
         else:
