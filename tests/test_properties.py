@@ -120,6 +120,41 @@ def test_external_reasons_never_change_which_gates_failed(
     )
 
 
+@given(
+    config=configs(similarity=True),
+    reward=st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(-1e6, 1e6)),
+    segments=st.integers(1, 4),
+    with_ids=st.booleans(),
+)
+def test_a_group_of_one_rollout_is_judged_as_identical_rewards(
+    config: GroupAdmissionConfig, reward: float, segments: int, with_ids: bool
+) -> None:
+    """
+    The one-member rule (docs/concepts.md): admitted with every reward gate off, else
+    ``exact_dead`` failing every enabled reward check; the similarity gate has no pair to
+    compare. The same for one member and for segments of one rollout, in both paths.
+    """
+    policy = GroupAdmissionPolicy(config)
+    size = segments if with_ids else 1
+    texts = ["the answer is 4"] * size
+    ids = ["only"] * size if with_ids else None
+    decision = policy.evaluate([reward] * size, texts, rollout_ids=ids)
+    batch = policy.evaluate_batch([[reward] * size], [texts], rollout_ids=None if ids is None else [ids])
+    gates = (
+        ("reward_std_below_threshold", config.min_reward_std > 0),
+        ("reward_range_below_threshold", config.min_reward_range > 0),
+        ("insufficient_nontrivial_advantages", config.min_nontrivial_advantages > 0),
+    )
+    enabled = tuple(check for check, on in gates if on)
+
+    assert 1 == decision.unique_rollouts
+    assert decision.admitted == (not config.reward_gate_enabled)
+    assert enabled == decision.failed_checks
+    assert (None if decision.admitted else RejectionReason.EXACT_DEAD) == decision.reason
+    assert decision.mean_pairwise_similarity is None
+    assert decision.to_dict() == batch.decision(0).to_dict()
+
+
 @given(config=configs(), rewards=reward_matrices())
 def test_evaluate_batch_agrees_exactly_with_evaluate(
     config: GroupAdmissionConfig, rewards: np.ndarray

@@ -69,7 +69,12 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None
 def reward_failures(
     config: GroupAdmissionConfig, std: float, spread: float, nontrivial: int, scale: float
 ) -> list[str]:
-    """Name the reward checks that fail. Identical rewards fail every enabled check."""
+    """
+    Name the reward checks that fail. Identical rewards fail every enabled check.
+
+    This is the one rule for a group of one rollout, whose rewards are identical by
+    definition: it passes when no reward gate is on and is ``exact_dead`` otherwise.
+    """
     failed = []
     dead = spread == 0.0
     threshold = config.min_reward_std
