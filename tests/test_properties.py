@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from group_admission import (
@@ -375,3 +375,29 @@ def test_every_decision_dict_is_json_safe(batch: dict[str, Any]) -> None:
         data = json.loads(json.dumps(decision.to_dict(), allow_nan=False))
         assert (data["admitted"], data["reason"]) == (decision.admitted, decision.primary_rejection_reason)
         assert data["failed_checks"] == list(decision.failed_checks)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    shape=st.sampled_from([(2049, 3), (4500, 16), (2100, 1), (12, 300)]),
+    seed=st.integers(0, 2**16),
+    broken=st.integers(0, 5),
+)
+def test_evaluate_batch_agrees_with_evaluate_across_blocks_and_wide_groups(
+    shape: tuple[int, int], seed: int, broken: int
+) -> None:
+    """Several blocks of the vectorised gate, groups of 300 members, and scattered non-finite members."""
+    rng = np.random.default_rng(seed)
+    groups, members = shape
+    rewards = rng.choice([0.0, 1.0, 0.5], size=shape) * rng.choice([1.0, 1e-9, 3.0], size=(groups, 1))
+    rewards += rng.standard_normal(shape) * (rng.random((groups, 1)) < 0.3)
+    for _ in range(broken):
+        rewards[rng.integers(groups), rng.integers(members)] = rng.choice([math.nan, math.inf, 1e308])
+    policy = GroupAdmissionPolicy(
+        GroupAdmissionConfig(min_reward_std=0.05, min_reward_range=0.02, min_nontrivial_advantages=2)
+    )
+
+    batch = policy.evaluate_batch(rewards)
+
+    for row in range(groups):
+        assert policy.evaluate(rewards[row]).to_dict() == batch.decision(row).to_dict()
