@@ -3,14 +3,16 @@
 Prints a table and writes benchmarks/results/bench_policy.json. Not a test: run it with
     OMP_NUM_THREADS=1 python benchmarks/bench_policy.py
 Targets (issue 2): evaluate() median <= 10 us per group of 8 and faster than both
-baselines; evaluate_batch() on 100,000 x 16 within 3x of rewards.std(axis=1); the
-redundancy gate on 16 completions of ~2,000 characters >= 5x faster than a plain
-Python set-based n-gram Jaccard.
+baselines; the redundancy gate on 16 completions of ~2,000 characters >= 5x faster than a
+plain Python set-based n-gram Jaccard. Issue 20: evaluate_batch() on 100,000 x 16 within
+1.2x of numpy's rewards.std(axis=1) alone, the two timed alternately in the same run (the
+best of 15 each), with the load average printed beside the ratio.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import random
 import re
@@ -23,6 +25,8 @@ import numpy as np
 from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy
 
 RESULTS = Path(__file__).parent / "results" / "bench_policy.json"
+#: evaluate_batch on 100,000 x 16 may take at most this many times numpy's std(axis=1) (issue 20).
+BATCH_LIMIT = 1.2
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -88,13 +92,19 @@ def bench_batch() -> dict:
         GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
     )
     policy.evaluate_batch(rewards[:1000])
-    std_ms = best_ms(lambda: rewards.std(axis=1))
-    ours_ms = best_ms(lambda: policy.evaluate_batch(rewards))
+    # Alternately, so that a change of load on a shared machine hits both the same way.
+    std_samples, ours_samples = [], []
+    for _ in range(15):
+        std_samples.append(best_ms(lambda: rewards.std(axis=1), repeats=1))
+        ours_samples.append(best_ms(lambda: policy.evaluate_batch(rewards), repeats=1))
+    std_ms, ours_ms = min(std_samples), min(ours_samples)
     return {
         "evaluate_batch_ms": ours_ms,
         "baseline_numpy_std_ms": std_ms,
         "ratio_to_std": ours_ms / std_ms,
-        "target_met": ours_ms / std_ms <= 3,
+        "limit": BATCH_LIMIT,
+        "load_average_1m": os.getloadavg()[0],
+        "target_met": ours_ms / std_ms <= BATCH_LIMIT,
     }
 
 
@@ -199,7 +209,7 @@ def main() -> None:
             "evaluate_batch 100k x 16 (ms)",
             f"{b['evaluate_batch_ms']:.1f}",
             f"numpy std {b['baseline_numpy_std_ms']:.1f}",
-            f"{b['ratio_to_std']:.2f}x the baseline",
+            f"{b['ratio_to_std']:.2f}x (limit {b['limit']}x, load {b['load_average_1m']:.1f})",
             b["target_met"],
         ),
         (

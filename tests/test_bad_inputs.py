@@ -248,7 +248,15 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "completions length",
         lambda: P().evaluate([0, 1], completions=["a"]),
         ValueError,
-        "'completions' must have one entry per reward (2) (got 1)",
+        "'completions' must describe the same complete group as the rewards: "
+        "one entry per reward (2) (got 1)",
+    ),
+    (
+        "batch completions row length",
+        lambda: P().evaluate_batch([[0, 1]], [["a", "b", "c"]]),
+        ValueError,
+        "'completions' must describe the same complete group as the rewards: "
+        "one entry per reward (2) (got 3)",
     ),
     (
         "completions a string",
@@ -266,7 +274,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "completions required",
         lambda: P(similar).evaluate([0, 1]),
         ValueError,
-        "'completions' are required when the redundancy gate is on (max_mean_pairwise_similarity=0.5)",
+        "'completions' must be given (completions are required when the near-duplicate gate is on: "
+        "max_mean_pairwise_similarity=0.5) (got None)",
     ),
     (
         "ids length",
@@ -736,7 +745,8 @@ CASES += [
         "batch completions required",
         lambda: P(similar).evaluate_batch(np.zeros((1, 2))),
         ValueError,
-        "'completions' are required when the redundancy gate is on",
+        "'completions' must be given (completions are required when the near-duplicate gate is on: "
+        "max_mean_pairwise_similarity=0.5) (got None)",
     ),
     (
         "batch decision index out of range",

@@ -57,8 +57,74 @@ def test_metrics_are_raw_counts_with_one_derived_rate() -> None:
         "exact_dead_group_count": 2,
         "near_tie_group_count": 1,
         "redundant_group_count": 1,
-        "fallback_admitted_group_count": 0,
     } == metrics
+
+
+# The pull request's key set, exactly (twinkle#288's group_admission_metrics).
+PR_KEYS = {
+    "candidate_group_count",
+    "admitted_group_count",
+    "rejected_group_count",
+    "effective_group_rate",
+    "reward_rejected_group_count",
+    "near_duplicate_rejected_group_count",
+    "externally_rejected_group_count",
+    "exact_dead_group_count",
+    "near_tie_group_count",
+    "redundant_group_count",
+}
+
+
+def test_metrics_have_exactly_the_pull_requests_keys_and_stats_add_the_fallbacks() -> None:
+    stats = AdmissionStats()
+    stats.add_many(round_of_decisions())
+
+    assert PR_KEYS == set(group_admission_metrics(round_of_decisions()))
+    assert PR_KEYS == set(group_admission_metrics([]))
+    assert PR_KEYS == set(group_admission_metrics(POLICY.evaluate_batch([[0, 1]], [DIFF])))
+    assert PR_KEYS | {"fallback_admitted_group_count"} == set(stats.metrics())
+
+
+@pytest.mark.parametrize(
+    ("reason", "config"),
+    [
+        ("reward_std_below_threshold", GroupAdmissionConfig()),
+        ("insufficient_nontrivial_advantages", GroupAdmissionConfig()),
+        ("mean_pairwise_similarity_above_threshold", GroupAdmissionConfig()),
+        ("reward_range_below_threshold", GroupAdmissionConfig(min_reward_std=1e-6)),
+    ],
+)
+def test_an_external_reason_named_like_a_check_is_not_that_check(reason: str, config: Any) -> None:
+    """twinkle#288: reward_rejected and near_duplicate_rejected read the gates, never the caller's reasons."""
+    policy = GroupAdmissionPolicy(config)
+    decision = policy.evaluate([0.0, 1.0], external_reasons=[reason])
+    merged = policy.evaluate_batch([[0.0, 1.0]], external_reasons=[[reason]], rollout_ids=[["a", "b"]])
+    plain = policy.evaluate_batch([[0.0, 1.0]], external_reasons=[[reason]])
+
+    assert "external" == decision.reason
+    assert (reason,) == decision.failed_checks == decision.external_reasons
+    assert () == decision.gate_checks
+    assert not decision.reward_rejected
+    assert not decision.near_duplicate_rejected
+    for result in (merged, plain):
+        assert 0 == result.check_flags[0]
+        assert decision.to_dict() == result.decision(0).to_dict()
+    for counted in ([decision], merged, plain):
+        metrics = group_admission_metrics(counted)
+        assert 1 == metrics["externally_rejected_group_count"]
+        assert 0 == metrics["reward_rejected_group_count"]
+        assert 0 == metrics["near_duplicate_rejected_group_count"]
+
+
+def test_an_external_group_still_reports_the_gates_it_failed() -> None:
+    """As in twinkle#288: the gates run after the caller's reasons and are counted on their own."""
+    decision = POLICY.evaluate([1, 1], SAME, external_reasons=["reward_std_below_threshold"])
+
+    assert "external" == decision.reason
+    assert decision.gate_checks == decision.failed_checks[1:]
+    assert "reward_std_below_threshold" in decision.gate_checks
+    assert decision.reward_rejected
+    assert decision.near_duplicate_rejected
 
 
 def test_metrics_of_nothing_are_zeros() -> None:

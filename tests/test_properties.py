@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from group_admission import (
@@ -92,6 +92,69 @@ def test_exactly_one_primary_reason_consistent_with_the_failed_checks(
     assert set(decision.external_reasons) <= failed
 
 
+@given(
+    config=configs(similarity=True),
+    rewards=st.lists(st.sampled_from([0.0, 0.5, 1.0, 0.51]), min_size=1, max_size=5),
+    texts=st.lists(st.sampled_from(["answer is 4", "carry the one"]), min_size=5, max_size=5),
+    external=st.lists(
+        st.sampled_from(["stale", *sorted(REWARD_CHECKS), "mean_pairwise_similarity_above_threshold"]),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_external_reasons_never_change_which_gates_failed(
+    config: GroupAdmissionConfig, rewards: list[float], texts: list[str], external: list[str]
+) -> None:
+    policy = GroupAdmissionPolicy(config)
+    texts = texts[: len(rewards)]
+    plain = policy.evaluate(rewards, texts)
+    with_reasons = policy.evaluate(rewards, texts, external_reasons=external)
+
+    assert plain.failed_checks == with_reasons.gate_checks
+    assert plain.reward_rejected == with_reasons.reward_rejected
+    assert plain.near_duplicate_rejected == with_reasons.near_duplicate_rejected
+    counted = group_admission_metrics([with_reasons])
+    assert (
+        counted["reward_rejected_group_count"]
+        == group_admission_metrics([plain])["reward_rejected_group_count"]
+    )
+
+
+@given(
+    config=configs(similarity=True),
+    reward=st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(-1e6, 1e6)),
+    segments=st.integers(1, 4),
+    with_ids=st.booleans(),
+)
+def test_a_group_of_one_rollout_is_judged_as_identical_rewards(
+    config: GroupAdmissionConfig, reward: float, segments: int, with_ids: bool
+) -> None:
+    """
+    The one-member rule (docs/concepts.md): admitted with every reward gate off, else
+    ``exact_dead`` failing every enabled reward check; the similarity gate has no pair to
+    compare. The same for one member and for segments of one rollout, in both paths.
+    """
+    policy = GroupAdmissionPolicy(config)
+    size = segments if with_ids else 1
+    texts = ["the answer is 4"] * size
+    ids = ["only"] * size if with_ids else None
+    decision = policy.evaluate([reward] * size, texts, rollout_ids=ids)
+    batch = policy.evaluate_batch([[reward] * size], [texts], rollout_ids=None if ids is None else [ids])
+    gates = (
+        ("reward_std_below_threshold", config.min_reward_std > 0),
+        ("reward_range_below_threshold", config.min_reward_range > 0),
+        ("insufficient_nontrivial_advantages", config.min_nontrivial_advantages > 0),
+    )
+    enabled = tuple(check for check, on in gates if on)
+
+    assert 1 == decision.unique_rollouts
+    assert decision.admitted == (not config.reward_gate_enabled)
+    assert enabled == decision.failed_checks
+    assert (None if decision.admitted else RejectionReason.EXACT_DEAD) == decision.reason
+    assert decision.mean_pairwise_similarity is None
+    assert decision.to_dict() == batch.decision(0).to_dict()
+
+
 @given(config=configs(), rewards=reward_matrices())
 def test_evaluate_batch_agrees_exactly_with_evaluate(
     config: GroupAdmissionConfig, rewards: np.ndarray
@@ -167,7 +230,7 @@ def test_counts_conserve_under_random_merges(batches: list[list[int]], seed: int
     for part in parts:
         total = total.merge(AdmissionStats.from_dict(part.to_dict()))
 
-    assert group_admission_metrics(everything) == total.metrics()
+    assert {**group_admission_metrics(everything), "fallback_admitted_group_count": 0} == total.metrics()
     assert (
         total.candidates
         == total.admitted + total.external + total.exact_dead + total.near_tie + total.redundant
@@ -212,7 +275,18 @@ _ELEMENTS = st.one_of(
     st.floats(-10, 10, allow_nan=False),
 )
 _TEXTS = st.sampled_from(["add the numbers", "carry the one", "answer is 4", "answer is 4", None])
-_REASONS = st.sampled_from([(), ("stale",), "timeout", ("missing_reward", "stale"), ("missing_completion",)])
+# Caller reasons that happen to be named like gate checks are still only caller reasons.
+_REASONS = st.sampled_from(
+    [
+        (),
+        ("stale",),
+        "timeout",
+        ("missing_reward", "stale"),
+        ("missing_completion",),
+        ("reward_std_below_threshold",),
+        ("mean_pairwise_similarity_above_threshold", "insufficient_nontrivial_advantages"),
+    ]
+)
 
 
 @st.composite
@@ -301,3 +375,29 @@ def test_every_decision_dict_is_json_safe(batch: dict[str, Any]) -> None:
         data = json.loads(json.dumps(decision.to_dict(), allow_nan=False))
         assert (data["admitted"], data["reason"]) == (decision.admitted, decision.primary_rejection_reason)
         assert data["failed_checks"] == list(decision.failed_checks)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    shape=st.sampled_from([(2049, 3), (4500, 16), (2100, 1), (12, 300)]),
+    seed=st.integers(0, 2**16),
+    broken=st.integers(0, 5),
+)
+def test_evaluate_batch_agrees_with_evaluate_across_blocks_and_wide_groups(
+    shape: tuple[int, int], seed: int, broken: int
+) -> None:
+    """Several blocks of the vectorised gate, groups of 300 members, and scattered non-finite members."""
+    rng = np.random.default_rng(seed)
+    groups, members = shape
+    rewards = rng.choice([0.0, 1.0, 0.5], size=shape) * rng.choice([1.0, 1e-9, 3.0], size=(groups, 1))
+    rewards += rng.standard_normal(shape) * (rng.random((groups, 1)) < 0.3)
+    for _ in range(broken):
+        rewards[rng.integers(groups), rng.integers(members)] = rng.choice([math.nan, math.inf, 1e308])
+    policy = GroupAdmissionPolicy(
+        GroupAdmissionConfig(min_reward_std=0.05, min_reward_range=0.02, min_nontrivial_advantages=2)
+    )
+
+    batch = policy.evaluate_batch(rewards)
+
+    for row in range(groups):
+        assert policy.evaluate(rewards[row]).to_dict() == batch.decision(row).to_dict()

@@ -329,6 +329,17 @@ def test_a_state_saved_under_other_settings_is_refused() -> None:
         (lambda s: s.update(windows=[[0, 1, 2]]), "dropped more groups (2) than it judged (1)"),
         (lambda s: s["budget"].pop("generated_groups"), "missing key(s) ['generated_groups']"),
         (lambda s: s["round"].update(samples=0), "fewer samples than groups"),
+        (lambda s: s["step"].update(last_plan=[1]), "'step.last_plan' must be null or, in an open step"),
+        (lambda s: s["step"].update(last_plan={"kind": "wave", "judged": 0}), "'kind' must be one of"),
+        (
+            lambda s: s["step"].update(last_plan={"kind": "round", "judged": 2}),
+            "'step.last_plan.judged' (2) exceeds the step's judged groups (1)",
+        ),
+        (
+            lambda s: s["step"].update(last_plan={"kind": "stream", "judged": 0, "race": 0.5}),
+            "'race' must be >= 1",
+        ),
+        (lambda s: s["step"].update(last_plan={"kind": "round", "judged": 0, "x": 1}), "'step.last_plan'"),
     ],
 )
 def test_a_damaged_state_is_refused_and_the_session_is_left_unchanged(mutate: Any, message: str) -> None:
@@ -406,3 +417,92 @@ def test_difference_reports_the_counts_added_since_a_snapshot() -> None:
     assert delta.external_details == {"missing_reward": 1}
     with pytest.raises(ValueError, match="not an earlier snapshot"):
         snapshot.difference(session.stats)
+
+
+# -- the report describes the last plan the host followed ------------------------------
+def _short_stream(session: AdmissionSession, *, plan_after: bool) -> Any:
+    """A streaming step whose dataloader runs out: 3 groups launched, 2 admitted, target 4."""
+    session.begin_step(target_groups=4)
+    session.stream_plan(0, num_generations=4)
+    for rewards in (LIVE, LIVE, DEAD):
+        session.judge(rewards)
+    return session.stream_plan(0, num_generations=4) if plan_after else None
+
+
+@pytest.mark.parametrize("plan_after", [True, False])
+def test_a_short_streaming_step_with_room_left_is_not_exhausted(plan_after: bool) -> None:
+    """With the default max_resample_rounds=0 the round planner would say the rounds are spent."""
+    session = AdmissionSession(GATE, budget=SamplingBudgetConfig(max_extra_groups=8))
+    last = _short_stream(session, plan_after=plan_after)
+
+    report = session.end_step()
+
+    assert 2 == report.short_groups
+    assert not report.exhausted
+    assert "resample_round_budget" not in report.limited_by
+    if last is not None:
+        assert last.launch > 0
+        assert (last.exhausted, last.limited_by) == (report.exhausted, report.limited_by)
+
+
+def test_a_streaming_step_the_caps_stopped_is_exhausted_by_the_stream_plan() -> None:
+    session = AdmissionSession(GATE, budget=SamplingBudgetConfig(max_extra_groups=1))
+    session.begin_step(target_groups=2)
+    last = session.stream_plan(0, num_generations=4)
+    session.judge_batch([LIVE] + [DEAD] * (last.launch - 1))
+    while not (last := session.stream_plan(0, num_generations=4)).done:
+        session.judge_batch([DEAD] * last.launch)
+
+    report = session.end_step()
+
+    assert last.exhausted
+    assert report.exhausted
+    assert last.limited_by == report.limited_by == ("extra_group_budget",)
+
+
+def _token_capped_rounds(session: AdmissionSession) -> Any:
+    """Rounds planned with an upper bound of 700 tokens per group, where 100 were observed."""
+    session.begin_step(target_groups=4)
+    session.judge_batch([LIVE, DEAD, DEAD, DEAD], generated_tokens=400)
+    return session.plan(num_generations=4, estimated_tokens_per_group=700)
+
+
+def test_a_step_the_hard_token_cap_stopped_is_exhausted_as_its_last_plan_said() -> None:
+    session = AdmissionSession(GATE, budget=budget(max_total_tokens=1000))
+    last = _token_capped_rounds(session)
+
+    report = session.end_step()
+
+    assert last.exhausted
+    assert ("token_budget",) == last.limited_by
+    assert report.exhausted
+    assert ("token_budget",) == report.limited_by
+
+
+def test_after_the_last_plan_the_report_replans_with_the_hosts_arguments() -> None:
+    """Groups judged after the last plan: the same planner, the same token bound, the final counts."""
+    session = AdmissionSession(GATE, budget=budget(max_total_tokens=1100))
+    session.begin_step(target_groups=4)
+    session.judge_batch([LIVE, DEAD, DEAD, DEAD], generated_tokens=400)
+    assert 1 == session.plan(num_generations=4, estimated_tokens_per_group=700).extra_groups
+    session.judge(DEAD, generated_tokens=100)  # 500 used: 600 left, under the 700 bound
+
+    report = session.end_step()
+
+    assert report.exhausted
+    assert ("token_budget",) == report.limited_by
+
+
+def test_the_last_planning_call_survives_a_checkpoint() -> None:
+    original = AdmissionSession(GATE, budget=budget(max_total_tokens=1000))
+    _token_capped_rounds(original)
+    restored = AdmissionSession(GATE, budget=budget(max_total_tokens=1000))
+    restored.load_state_dict(json.loads(json.dumps(original.state_dict())))
+
+    assert restored.state_dict() == original.state_dict()
+    assert restored.end_step() == original.end_step()
+    streaming = AdmissionSession(GATE, budget=SamplingBudgetConfig(max_extra_groups=8))
+    _short_stream(streaming, plan_after=False)
+    twin = AdmissionSession(GATE, budget=SamplingBudgetConfig(max_extra_groups=8))
+    twin.load_state_dict(json.loads(json.dumps(streaming.state_dict())))
+    assert twin.end_step() == streaming.end_step()

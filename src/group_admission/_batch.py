@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
+from ._gates import Statistics as _Statistics
 from ._gates import batch_reward_failures, batch_reward_statistics
 from ._inputs import (
     check_completions,
@@ -29,10 +30,7 @@ from ._reasons import (
     CHECK_MISSING_COMPLETION,
     CHECK_MISSING_REWARD,
     CHECK_NON_FINITE_REWARD,
-    CHECK_SIMILARITY,
-    CHECK_STD,
     REASONS_BY_CODE,
-    REWARD_CHECK_BITS,
     RejectionReason,
     primary_reason,
 )
@@ -190,7 +188,7 @@ class _Columns:
     def write(self, row: int, decision: GroupAdmissionDecision) -> None:
         """Store one group's decision, judged one by one, in the arrays."""
         self.codes[row] = 0 if decision.reason is None else decision.reason.code
-        self.flags[row] = sum(CHECK_BITS.get(check, 0) for check in decision.failed_checks)
+        self.flags[row] = sum(CHECK_BITS.get(check, 0) for check in decision.gate_checks)
         if decision.external_reasons:
             self.external[row] = list(decision.external_reasons)
         else:
@@ -206,32 +204,40 @@ class _Columns:
             array[row] = math.nan if value is None else value
 
 
-def _reward_gate(
-    config: GroupAdmissionConfig, gated: FloatArray, invalid: BoolArray, columns: _Columns
-) -> set[int]:
+def _reward_columns(
+    config: GroupAdmissionConfig, stats: _Statistics, invalid: BoolArray, size: int
+) -> tuple[_Columns, set[int]]:
     """
-    Statistics and failed-check flags of every group with finite rewards (NaN elsewhere).
+    The columns of a batch with the reward gate's statistics and flags, NaN where not measured.
 
-    Returns the rows whose statistics overflow: they are judged one by one, as
+    Rows with a missing or non-finite value (``invalid``) are not measured. Returns the
+    columns and the other rows whose statistics overflow: they are judged one by one, as
     ``evaluate`` judges them (the scalar gate overflows exactly where this one does).
     """
-    valid = np.flatnonzero(~invalid)
-    if not len(valid):
-        return set()
-    whole = len(valid) == len(gated)
-    mean, std, spread, nontrivial, scale, overflow = batch_reward_statistics(
-        gated if whole else gated[valid], config.advantage_tolerance
+    mean, std, spread, nontrivial, scale, overflow = stats
+    groups = len(mean)
+    overflow &= ~invalid
+    measured = ~(invalid | overflow)
+    whole = bool(measured.all())
+    if not whole:  # the statistics of a row that is not measured are NaN, as in evaluate()
+        hidden = ~measured
+        mean[hidden], std[hidden], spread[hidden], nontrivial[hidden] = np.nan, np.nan, np.nan, 0
+    columns = _Columns(
+        codes=np.zeros(groups, dtype=np.int8),
+        flags=np.zeros(groups, dtype=np.uint8),
+        external={},
+        unique=np.full(groups, size, dtype=np.int64),
+        mean=mean,
+        std=std,
+        spread=spread,
+        nontrivial=nontrivial,
+        mean_similarity=np.full(groups, np.nan),
+        max_similarity=np.full(groups, np.nan),
     )
-    overflowing = set(valid[overflow].tolist())
-    if overflowing:
-        keep = ~overflow
-        valid, nontrivial = valid[keep], nontrivial[keep]
-        mean, std, spread, scale = mean[keep], std[keep], spread[keep], scale[keep]
-    columns.mean[valid], columns.std[valid], columns.spread[valid] = mean, std, spread
-    columns.nontrivial[valid] = nontrivial
-    for check, mask in batch_reward_failures(config, std, spread, nontrivial, scale).items():
-        columns.flags[valid[mask]] |= CHECK_BITS[check]
-    return overflowing
+    for check, failing in batch_reward_failures(config, std, spread, nontrivial, scale).items():
+        flagged = failing if whole else failing & measured
+        columns.flags |= flagged.view(np.uint8) * np.uint8(CHECK_BITS[check])
+    return columns, set(np.flatnonzero(overflow).tolist())
 
 
 def _similarity_gate(
@@ -280,7 +286,8 @@ def evaluate_batch(
     group_keys: Sequence[Hashable] | None,
 ) -> BatchAdmissionResult:
     """Vectorised ``GroupAdmissionPolicy.evaluate``; see there."""
-    gated, missing, non_finite = coerce_batch(rewards, config.gate_on)
+    batch = coerce_batch(rewards, config.gate_on)
+    gated, missing = batch.gated, batch.missing
     groups, size = gated.shape
     keys = None if group_keys is None else tuple(_per_group(group_keys, groups, "group_keys"))
     if keys is not None:
@@ -293,14 +300,20 @@ def evaluate_batch(
         raise ValueError(completions_required_message(config))
     merged = {} if rollout_ids is None else _repeated_id_rows(rollout_ids, groups, size)
 
-    columns = _empty_columns(groups, size)
+    stats = batch_reward_statistics(gated, config.advantage_tolerance)
+    # A non-finite gated value makes its row's statistics non-finite: only those rows are read again.
+    non_finite = np.zeros(groups, dtype=bool)
+    suspects = np.flatnonzero(stats[-1])
+    if len(suspects):
+        non_finite[suspects] = batch.non_finite(suspects)
     failed = missing | non_finite
+    columns, overflowing = _reward_columns(config, stats, failed, size)
     for row in sorted(set(range(len(caller or ()))) | set(np.flatnonzero(failed).tolist())):
         found = _caller_reasons(caller, row)
         found.extend(p for p in _row_problems(bool(missing[row]), bool(non_finite[row])) if p not in found)
         if found:
             columns.external[row] = found
-    single = set(merged) | _reward_gate(config, gated, failed, columns)
+    single = set(merged) | overflowing
     if texts is not None:
         _similarity_gate(config, scorer, texts, single, columns)
     _assign_codes(columns)
@@ -319,34 +332,23 @@ def evaluate_batch(
     return _result(columns, size, keys)
 
 
-def _empty_columns(groups: int, size: int) -> _Columns:
-    nan = np.full(groups, np.nan)
-    return _Columns(
-        codes=np.zeros(groups, dtype=np.int8),
-        flags=np.zeros(groups, dtype=np.uint8),
-        external={},
-        unique=np.full(groups, size, dtype=np.int64),
-        mean=nan.copy(),
-        std=nan.copy(),
-        spread=nan.copy(),
-        nontrivial=np.zeros(groups, dtype=np.int64),
-        mean_similarity=nan.copy(),
-        max_similarity=nan,
-    )
+# A row's case: its check flags in the low bits, then whether it is dead, then external.
+_DEAD_BIT = 1 << max(CHECK_BITS.values()).bit_length()
+_EXTERNAL_BIT = _DEAD_BIT << 1
 
 
 def _precedence() -> npt.NDArray[np.int8]:
     """
     The primary reason's code of every case, as :func:`primary_reason` assigns it.
 
-    A case is ``8 * external + 4 * reward check failed + 2 * similarity check failed +
-    dead`` (a gated reward range of exactly 0).
+    A case is a row's ``check_flags``, plus ``_DEAD_BIT`` when its gated reward range is
+    exactly 0 and ``_EXTERNAL_BIT`` when it has external reasons.
     """
-    table = np.zeros(16, dtype=np.int8)
-    for case in range(16):
-        external, reward, similar, dead = (bool(case & bit) for bit in (8, 4, 2, 1))
-        failed = [CHECK_STD] * reward + [CHECK_SIMILARITY] * similar
-        reason = primary_reason(["external"] * external, failed, 0.0 if dead else 1.0)
+    table = np.zeros(2 * _EXTERNAL_BIT, dtype=np.int8)
+    for case in range(len(table)):
+        failed = [check for check, bit in CHECK_BITS.items() if case & bit]
+        external = ["external"] if case & _EXTERNAL_BIT else []
+        reason = primary_reason(external, failed, 0.0 if case & _DEAD_BIT else 1.0)
         table[case] = ADMITTED_CODE if reason is None else reason.code
     return table
 
@@ -356,16 +358,11 @@ _PRECEDENCE = _precedence()
 
 def _assign_codes(columns: _Columns) -> None:
     """Each row's primary reason, looked up in the table :func:`primary_reason` defines."""
-    flags = columns.flags
-    external = np.zeros(len(flags), dtype=np.int64)
-    external[list(columns.external)] = 1
-    case = (
-        8 * external
-        + 4 * ((flags & REWARD_CHECK_BITS) > 0)
-        + 2 * ((flags & CHECK_BITS[CHECK_SIMILARITY]) > 0)
-        + (columns.spread == 0.0)
-    )
-    columns.codes[:] = _PRECEDENCE[case]
+    case = (columns.spread == 0.0).view(np.uint8) * np.uint8(_DEAD_BIT)
+    case |= columns.flags
+    if columns.external:
+        case[list(columns.external)] |= np.uint8(_EXTERNAL_BIT)
+    columns.codes = np.take(_PRECEDENCE, case)  # take: twice as fast as indexing with bytes
 
 
 def _result(columns: _Columns, size: int, keys: tuple[Hashable, ...] | None) -> BatchAdmissionResult:

@@ -57,10 +57,11 @@ class GroupAdmissionConfig:
     """
     Thresholds for the admission gates. Every gate is off by default.
 
-    With the defaults, :class:`GroupAdmissionPolicy` admits every well-formed group; each
-    threshold you set adds one check. A statistic that meets its threshold within float
-    rounding (a relative ``1e-12`` of the reward scale) passes, so ``[0.1, 0.1, 0.12]``
-    meets ``min_reward_range=0.02``.
+    With the defaults, :class:`GroupAdmissionPolicy` admits every well-formed group (a group
+    of one rollout included: the default is a no-op); each threshold you set adds one
+    check, which identical rewards, and so a group of one rollout, always fail. A
+    statistic that meets its threshold within float rounding (a relative ``1e-12`` of the
+    reward scale) passes, so ``[0.1, 0.1, 0.12]`` meets ``min_reward_range=0.02``.
 
     Args:
         min_reward_std: Minimum **population** standard deviation of the gated reward.

@@ -78,14 +78,25 @@ class GroupAdmissionDecision:
         return self.failed_checks
 
     @property
+    def gate_checks(self) -> tuple[str, ...]:
+        """
+        The gate checks that failed: :attr:`failed_checks` after the external reasons.
+
+        A caller's reason is never a gate check, even when it is named like one.
+
+        .. versionadded:: 0.2.0
+        """
+        return self.failed_checks[len(self.external_reasons) :]
+
+    @property
     def reward_rejected(self) -> bool:
-        """Whether any reward check failed, whatever the primary reason."""
-        return any(check in REWARD_CHECKS for check in self.failed_checks)
+        """Whether any reward check failed, whatever the primary reason (never a caller's reason)."""
+        return any(check in REWARD_CHECKS for check in self.gate_checks)
 
     @property
     def near_duplicate_rejected(self) -> bool:
-        """Whether the redundancy check failed, whatever the primary reason."""
-        return CHECK_SIMILARITY in self.failed_checks
+        """Whether the redundancy check failed, whatever the primary reason (never a caller's reason)."""
+        return CHECK_SIMILARITY in self.gate_checks
 
     def _contradiction(self) -> str | None:
         """

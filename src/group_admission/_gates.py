@@ -24,6 +24,7 @@ from ._reasons import CHECK_NONTRIVIAL, CHECK_RANGE, CHECK_STD
 
 __all__ = [
     "REL_TOL",
+    "Statistics",
     "batch_reward_failures",
     "batch_reward_statistics",
     "reward_failures",
@@ -69,7 +70,12 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None
 def reward_failures(
     config: GroupAdmissionConfig, std: float, spread: float, nontrivial: int, scale: float
 ) -> list[str]:
-    """Name the reward checks that fail. Identical rewards fail every enabled check."""
+    """
+    Name the reward checks that fail. Identical rewards fail every enabled check.
+
+    This is the one rule for a group of one rollout, whose rewards are identical by
+    definition: it passes when no reward gate is on and is ``exact_dead`` otherwise.
+    """
     failed = []
     dead = spread == 0.0
     threshold = config.min_reward_std
@@ -86,30 +92,28 @@ def reward_failures(
 FloatArray = npt.NDArray[np.float64]
 
 
-def _sequential_sum(columns: FloatArray) -> FloatArray:
-    """Sum the rows of ``columns`` one after another, starting from 0.0 like the scalar loop."""
-    total = np.zeros(columns.shape[1])
-    for row in columns:
-        np.add(total, row, out=total)
-    return total
-
-
 # Groups per block in the batch gate: a block's members-major copy stays in cache, which
 # makes the transposition and every reduction several times cheaper than on the whole array.
 _BLOCK = 2048
 
 
-def batch_reward_statistics(
-    rewards: FloatArray, tolerance: float
-) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray, npt.NDArray[np.bool_]]:
+#: ``(mean, std, range, non-trivial count, scale, overflow)`` of every row of a batch.
+Statistics = tuple[
+    FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray, npt.NDArray[np.bool_]
+]
+
+
+def batch_reward_statistics(rewards: FloatArray, tolerance: float) -> Statistics:
     """
     Row-wise :func:`reward_statistics` of a ``(groups, members)`` array of finite groups.
 
     Returns the five statistics and the mask of groups whose statistics overflow (where
-    :func:`reward_statistics` returns ``None``). Sums run member by member over whole
-    columns of a block of groups (a members-major copy), which is the scalar loop's
-    left-to-right order for every group at once. numpy's own ``sum`` would reduce a
-    contiguous axis pairwise and differ in the last bits.
+    :func:`reward_statistics` returns ``None``). Rows holding non-finite values get
+    meaningless statistics and are flagged as overflowing; the caller sets them aside.
+    Sums run over a members-major copy of a block of groups, reduced along its slow axis:
+    numpy adds such rows one after another (pairwise summation is only for the fast
+    axis), which is the scalar loop's left-to-right order for every group at once. A sum
+    along the groups' own contiguous axis would be pairwise and differ in the last bits.
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below
         mean, std, spread, nontrivial, scale = _blocked_statistics(rewards, tolerance)
@@ -122,23 +126,33 @@ def _blocked_statistics(
     rewards: FloatArray, tolerance: float
 ) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray]:
     groups, members = rewards.shape
-    mean, std, spread, scale = (np.empty(groups) for _ in range(4))
-    nontrivial = np.empty(groups, dtype=np.int64)
+    lo, hi, mean, squares = (np.empty(groups) for _ in range(4))
+    small = members < 256  # a member count fits a byte: count in bytes, no cast per element
+    count = np.empty(groups, dtype=np.uint8 if small else np.int64)
+    width = min(_BLOCK, groups)
+    # One pair of buffers for every block: each operation writes in place, in cache.
+    buffer, far = np.empty((members, width)), np.empty((members, width), dtype=bool)
     for start in range(0, groups, _BLOCK):
-        block = slice(start, start + _BLOCK)
-        columns = np.ascontiguousarray(rewards[block].T)
-        lo, hi = columns.min(axis=0), columns.max(axis=0)
-        scale[block] = np.maximum(np.abs(lo), np.abs(hi))
-        spread[block] = hi - lo
-        mean[block] = _sequential_sum(columns) / members
-        deviation = columns - mean[block]
-        nontrivial[block] = (np.abs(deviation) > tolerance).sum(axis=0, dtype=np.int64)
-        np.multiply(deviation, deviation, out=deviation)
-        std[block] = np.sqrt(_sequential_sum(deviation) / members)
-        # Identical rewards: report exact zeros, never the rounding residue of a mean.
-        dead = np.flatnonzero(lo == hi) + start
-        mean[dead], std[dead], nontrivial[dead] = lo[dead - start], 0.0, 0
-    return mean, std, spread, nontrivial, scale
+        rows, size = slice(start, start + _BLOCK), min(_BLOCK, groups - start)
+        columns, beyond = buffer[:, :size], far[:, :size]
+        np.copyto(columns, rewards[rows].T)
+        np.minimum.reduce(columns, axis=0, out=lo[rows])
+        np.maximum.reduce(columns, axis=0, out=hi[rows])
+        block_mean = mean[rows]
+        np.add.reduce(columns, axis=0, out=block_mean)
+        np.divide(block_mean, members, out=block_mean)
+        np.subtract(columns, block_mean, out=columns)
+        np.abs(columns, out=columns)  # |d| * |d| is d * d, bit for bit
+        np.greater(columns, tolerance, out=beyond)
+        np.add.reduce(beyond.view(np.uint8) if small else beyond, axis=0, out=count[rows])
+        np.multiply(columns, columns, out=columns)
+        np.add.reduce(columns, axis=0, out=squares[rows])
+    std = np.sqrt(np.divide(squares, members, out=squares), out=squares)
+    nontrivial = count.astype(np.int64)
+    # Identical rewards: report exact zeros, never the rounding residue of a mean.
+    dead = np.flatnonzero(lo == hi)
+    mean[dead], std[dead], nontrivial[dead] = lo[dead], 0.0, 0
+    return mean, std, hi - lo, nontrivial, np.maximum(np.abs(lo), np.abs(hi))
 
 
 def batch_reward_failures(
@@ -151,12 +165,19 @@ def batch_reward_failures(
     """Row-wise :func:`reward_failures`: a mask of failing rows per enabled check."""
     dead = spread == 0.0
     failed: dict[str, npt.NDArray[np.bool_]] = {}
+    # REL_TOL * max(threshold, scale) is max(REL_TOL * threshold, REL_TOL * scale) bit for
+    # bit (rounding is monotonic), so the product with the scale is taken once for both.
+    slack = REL_TOL * scale
     for check, threshold, statistic in (
         (CHECK_STD, config.min_reward_std, std),
         (CHECK_RANGE, config.min_reward_range, spread),
     ):
         if threshold > 0:
-            failed[check] = dead | (statistic < threshold - REL_TOL * np.maximum(threshold, scale))
+            bound = np.maximum(slack, REL_TOL * threshold)
+            np.subtract(threshold, bound, out=bound)
+            failing = np.less(statistic, bound)
+            failing |= dead
+            failed[check] = failing
     if config.min_nontrivial_advantages > 0:
         failed[CHECK_NONTRIVIAL] = nontrivial < config.min_nontrivial_advantages
     return failed

@@ -24,11 +24,12 @@ __all__ = [
 ]
 
 
+# Both messages name the condition as twinkle#288 names it, in our grammar (field, requirement, value).
 def completions_required_message(config: GroupAdmissionConfig) -> str:
-    """The error for a redundancy gate that has no completions to look at."""
+    """The error for a redundancy (near-duplicate) gate that has no completions to look at."""
     return (
-        "'completions' are required when the redundancy gate is on "
-        f"(max_mean_pairwise_similarity={config.max_mean_pairwise_similarity})"
+        "'completions' must be given (completions are required when the near-duplicate gate is on: "
+        f"max_mean_pairwise_similarity={config.max_mean_pairwise_similarity}) (got None)"
     )
 
 
@@ -51,7 +52,10 @@ def check_completions(completions: Any, size: int) -> list[str | None]:
         msg = f"'completions' must be a sequence of strings (got {describe(completions)})"
         raise TypeError(msg)
     if len(completions) != size:
-        msg = f"'completions' must have one entry per reward ({size}) (got {len(completions)})"
+        msg = (
+            "'completions' must describe the same complete group as the rewards: "
+            f"one entry per reward ({size}) (got {len(completions)})"
+        )
         raise ValueError(msg)
     for index, text in enumerate(completions):
         if text is not None and not isinstance(text, str):

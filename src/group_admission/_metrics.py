@@ -411,7 +411,18 @@ class AdmissionStats:
                 raise CheckpointError(msg)
 
     def metrics(self) -> dict[str, int | float]:
-        """The counts under the metric names of :func:`group_admission_metrics`."""
+        """
+        The counts under the metric names of :func:`group_admission_metrics`, plus ours.
+
+        The pull request's keys, then ``fallback_admitted_group_count`` (rejected groups a
+        framework trained on anyway), which only an accumulator can know.
+        """
+        metrics = self._pull_request_metrics()
+        metrics["fallback_admitted_group_count"] = self.fallback_admitted
+        return metrics
+
+    def _pull_request_metrics(self) -> dict[str, int | float]:
+        """Exactly the keys of twinkle#288's ``group_admission_metrics``."""
         with self._lock:
             c = dict(self._counts)
         metrics: dict[str, int | float] = {
@@ -424,7 +435,6 @@ class AdmissionStats:
         }
         for reason in RejectionReason:
             metrics[reason.metric_name] = c[reason.value]
-        metrics["fallback_admitted_group_count"] = c["fallback_admitted"]
         return metrics
 
     def all_reduce(self, group: Any = None) -> AdmissionStats:
@@ -445,15 +455,19 @@ def group_admission_metrics(decisions: Decisions) -> dict[str, int | float]:
     """
     Count a round of decisions under stable metric names.
 
-    Returns raw counts (``candidate_group_count``, ``admitted_group_count``,
-    ``rejected_group_count``, ``reward_rejected_group_count``,
-    ``near_duplicate_rejected_group_count``, ``externally_rejected_group_count``,
-    ``exact_dead_group_count``, ``near_tie_group_count``, ``redundant_group_count``,
-    ``fallback_admitted_group_count``) and ``effective_group_rate`` = admitted /
-    candidates (0.0 when empty). Sum the counts across workers before dividing.
+    Returns exactly the keys of the group-admission pull request (twinkle#288): raw counts
+    (``candidate_group_count``, ``admitted_group_count``, ``rejected_group_count``,
+    ``reward_rejected_group_count``, ``near_duplicate_rejected_group_count``,
+    ``externally_rejected_group_count``, ``exact_dead_group_count``,
+    ``near_tie_group_count``, ``redundant_group_count``) and ``effective_group_rate`` =
+    admitted / candidates (0.0 when empty). Sum the counts across workers before dividing.
+    :meth:`AdmissionStats.metrics` adds ``fallback_admitted_group_count``.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+        No ``fallback_admitted_group_count`` (always 0 here); it is in
+        :meth:`AdmissionStats.metrics`.
     """
     stats = AdmissionStats()
     stats.add_many(decisions)
-    return stats.metrics()
+    return stats._pull_request_metrics()

@@ -54,8 +54,8 @@ class RejectionReason(str, enum.Enum):
     #: rewards whose statistics overflow float64, a missing completion, or members of one
     #: rollout that disagree on the reward.
     EXTERNAL = "external"
-    #: Every gated reward is identical (including a single-member group): the centred
-    #: GRPO advantage is exactly zero for every member.
+    #: Every gated reward is identical (including a group of one rollout, under any reward
+    #: gate): the centred GRPO advantage is exactly zero for every member.
     EXACT_DEAD = "exact_dead"
     #: The gated rewards differ, but by less than the configured std, range or
     #: non-trivial-advantage threshold: normalisation would amplify noise.

@@ -13,13 +13,14 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
 from ._reasons import CHECK_MISSING_REWARD, CHECK_NON_FINITE_REWARD
 from ._validation import describe
 
-__all__ = ["coerce_batch", "coerce_group", "is_torch_tensor", "to_numpy"]
+__all__ = ["BatchRewards", "coerce_batch", "coerce_group", "is_torch_tensor", "to_numpy"]
 
 _FLOAT = {float}
 _NUMBER = {float, int}
@@ -219,23 +220,40 @@ def coerce_group(rewards: Any, gate_on: Sequence[str] | None) -> tuple[list[floa
     return gated, problems
 
 
-def coerce_batch(
-    rewards: Any, gate_on: Sequence[str] | None
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+@attrs.frozen(kw_only=True, eq=False)
+class BatchRewards:
     """
-    Return the gated rewards as a ``(groups, members)`` float64 array, and two row masks.
+    A batch's gated rewards as a ``(groups, members)`` float64 array, and what is missing.
 
-    The masks mark groups with a missing member in a gated component, and groups with a
-    non-finite gated value that is not missing (see :func:`coerce_group`).
+    ``missing`` marks groups with a missing member in a gated component. Which groups hold
+    a non-finite gated value that is not missing, :meth:`non_finite` tells for the rows
+    asked about: every such row has a non-finite gated value, hence non-finite reward
+    statistics, so a caller asks only about the rows whose statistics are not finite
+    instead of reading the whole batch once more.
     """
+
+    gated: npt.NDArray[np.float64]
+    missing: npt.NDArray[np.bool_]
+    gated_components: tuple[tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_] | None], ...]
+
+    def non_finite(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """Of ``rows``, those with a non-finite gated value that is not missing (see :func:`coerce_group`)."""
+        found = np.zeros(len(rows), dtype=bool)
+        for array, mask in self.gated_components:
+            bad = (~np.isfinite(array[rows])).sum(axis=1)
+            found |= bad > (0 if mask is None else mask[rows].sum(axis=1))
+        return found
+
+
+def coerce_batch(rewards: Any, gate_on: Sequence[str] | None) -> BatchRewards:
+    """Read a batch of rewards: every component as float64, the gated sum, the missing members."""
     components, gated_labels = _components(rewards, gate_on)
     arrays = {label: _two_dim(component, label) for label, component in components.items()}
     shapes = {label: array.shape for label, (array, _) in arrays.items()}
     if len(set(shapes.values())) > 1:
         msg = f"'rewards' components must all have the same shape (got {shapes})"
         raise ValueError(msg)
-    # Sums of finite values may overflow, and a whole-array sum is only a quick test: the
-    # gate reports overflowing groups itself.
+    # Sums of finite values may overflow: the gate reports overflowing groups itself.
     with np.errstate(over="ignore", invalid="ignore"):
         if len(arrays) == 1:
             gated = arrays[gated_labels[0]][0]
@@ -243,18 +261,14 @@ def coerce_batch(
             gated = np.zeros(next(iter(shapes.values())), dtype=np.float64)
             for label in gated_labels:
                 gated += arrays[label][0]
-        groups = gated.shape[0]
-        missing = np.zeros(groups, dtype=bool)
-        non_finite = np.zeros(groups, dtype=bool)
-        for label in gated_labels:
-            array, mask = arrays[label]
-            if mask is not None:
-                missing |= mask.any(axis=1)
-            # One whole-array sum tells whether any row needs the per-row count at all.
-            if not np.isfinite(array.sum()):
-                bad = (~np.isfinite(array.T)).sum(axis=0)
-                non_finite |= bad > (0 if mask is None else mask.sum(axis=1))
-    return gated, missing, non_finite
+    missing = np.zeros(gated.shape[0], dtype=bool)
+    for label in gated_labels:
+        mask = arrays[label][1]
+        if mask is not None:
+            missing |= mask.any(axis=1)
+    return BatchRewards(
+        gated=gated, missing=missing, gated_components=tuple(arrays[label] for label in gated_labels)
+    )
 
 
 def _two_dim(values: Any, name: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_] | None]:

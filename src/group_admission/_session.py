@@ -26,6 +26,7 @@ from ._history import PromptHistory, PromptId
 from ._limits import DropLimits, StepLabel, check_step_label
 from ._loading import coerce_config, coerce_instance
 from ._metrics import AdmissionStats
+from ._plan_call import PlanCall
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
 from ._session_state import SessionParts, StepBook, restore_session, session_state
@@ -335,6 +336,7 @@ class AdmissionSession:
                 num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
+            book.call = self._round_call(num_generations, estimated_tokens_per_group)
             return book.plan
 
     def can_launch(
@@ -358,7 +360,7 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("can_launch")
-            return self._controller.can_generate(
+            fits = self._controller.can_generate(
                 book.with_round(),
                 wanted,
                 target_groups=book.target,
@@ -366,6 +368,8 @@ class AdmissionSession:
                 estimated_tokens_per_group=estimated_tokens_per_group,
                 new_round=not book.round.candidates,
             )
+            book.call = self._round_call(num_generations, estimated_tokens_per_group)
+            return fits
 
     def stream_plan(
         self,
@@ -395,7 +399,7 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("stream_plan")
-            return plan_stream(
+            plan = plan_stream(
                 self._controller,
                 book.with_round(),
                 target_groups=book.target,
@@ -406,6 +410,17 @@ class AdmissionSession:
                 race=race,
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
+            book.call = PlanCall(
+                kind="stream",
+                judged=book.stats.candidates,
+                num_generations=num_generations,
+                estimated_tokens_per_group=estimated_tokens_per_group,
+                in_flight=in_flight,
+                confidence=confidence,
+                top_up_below=top_up_below,
+                race=race,
+            )
+            return plan
 
     def pick_prompts(
         self,
@@ -430,7 +445,7 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("pick_prompts")
-            return plan_prompts(
+            plan = plan_prompts(
                 self._controller,
                 book.fold_round(self._controller),
                 history,
@@ -440,17 +455,39 @@ class AdmissionSession:
                 num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
+            book.call = self._round_call(num_generations, estimated_tokens_per_group)
+            return plan
 
     def end_step(self) -> StepReport:
         """
         Close the step: fold the last round and report what it cost and kept.
 
+        ``exhausted`` and ``limited_by`` describe the last plan the host followed: the
+        planner it last called (:meth:`plan`, :meth:`can_launch` and :meth:`pick_prompts`
+        plan rounds, :meth:`stream_plan` a stream), with the arguments it gave, on the
+        step's final counts. Nothing judged since that call gives the very plan it returned;
+        a streaming step asked again after more groups finished has nothing in flight. A
+        step that was never planned is asked of the round planner.
+
         Raises:
             StepLifecycleError: no step is open.
+
+        .. versionchanged:: 0.2.0
+            The report follows the host's last planner and its arguments; it used to ask
+            the round planner without ``estimated_tokens_per_group``.
         """
         with self._lock:
             self._book.require("end_step")
             return self._book.end(self._controller)
+
+    def _round_call(self, num_generations: int | None, estimated_tokens_per_group: float | None) -> PlanCall:
+        """Note a round planner's call (after it succeeded, so its arguments are valid)."""
+        return PlanCall(
+            kind="round",
+            judged=self._book.stats.candidates,
+            num_generations=num_generations,
+            estimated_tokens_per_group=estimated_tokens_per_group,
+        )
 
     # -- persistence and distribution ---------------------------------------------------
     def _config(self) -> dict[str, Any]:

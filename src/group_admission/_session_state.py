@@ -24,6 +24,7 @@ from ._drop_tracker import DropTracker
 from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
 from ._metrics import AdmissionStats
+from ._plan_call import PlanCall
 from ._session_types import StepReport
 from ._state_checks import StateFormat, state_int
 from ._validation import check_count, describe
@@ -57,6 +58,8 @@ class StepBook:
     round_samples: int = 0
     round_tokens: int = 0
     plan: ResamplePlan | None = None
+    #: The step's last planning call, which the report asks again (see ``_plan_call``).
+    call: PlanCall | None = None
 
     def begin(self, target: int, controller: SamplingBudgetController) -> None:
         """Open the next step with a fresh budget state that keeps the last step's rate."""
@@ -75,7 +78,7 @@ class StepBook:
             0,
             0,
         )
-        self.plan = None
+        self.plan = self.call = None
 
     def require(self, what: str) -> SamplingBudgetState:
         """The open step's budget state, or ``StepLifecycleError`` naming the call ``what``."""
@@ -142,12 +145,26 @@ class StepBook:
         )
 
     def end(self, controller: SamplingBudgetController) -> StepReport:
-        """Fold the last round, close the step, and report what it cost and kept."""
+        """
+        Fold the last round, close the step, and report what it cost and kept.
+
+        Whether it was exhausted, and what bound it, is what the step's last planning call
+        says on the final counts (a step never planned: the round planner's default).
+        """
+        call = self.call or PlanCall(kind="round", judged=self.stats.candidates)
+        # A streaming step is one round in progress: its planner sees the counts unfolded.
+        unfolded, size = self.with_round(), self.group_size(call.num_generations)
         state = self.fold_round(controller)
         target = self.target
-        final = controller.plan_resampling(state, target_groups=target, num_generations=self.group_size(None))
+        final = call.replay(
+            controller,
+            unfolded if call.kind == "stream" else state,
+            target_groups=target,
+            num_generations=size,
+            judged=self.stats.candidates,
+        )
         kept = self.stats.admitted + self.stats.fallback_admitted
-        self.open = False
+        self.open, self.call = False, None
         return StepReport(
             step=self.index,
             target_groups=target,
@@ -184,7 +201,12 @@ def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]
         "stats": parts.stats.to_dict(),
         "step_stats": book.stats.to_dict(),
         "round": {"stats": book.round.to_dict(), "samples": book.round_samples, "tokens": book.round_tokens},
-        "step": {"index": book.index, "open": book.open, "target_groups": book.target},
+        "step": {
+            "index": book.index,
+            "open": book.open,
+            "target_groups": book.target,
+            "last_plan": None if book.call is None else book.call.to_dict(),
+        },
         "budget": None if book.state is None else book.state.to_dict(),
         "windows": [[key, judged, dropped] for key, (judged, dropped) in parts.drops.windows.items()],
         "streak": dict(parts.drops.streak),
@@ -261,7 +283,24 @@ def _book(state: Mapping[str, Any]) -> StepBook:
     )
     if book.round_samples < book.round.candidates:
         _fail("the round in progress has fewer samples than groups")
+    book.call = _plan_call(step.get("last_plan"), book)
     return book
+
+
+def _plan_call(value: object, book: StepBook) -> PlanCall | None:
+    """The open step's last planning call (``None``: none, or a state saved before it was kept)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not book.open:
+        _fail(f"'step.last_plan' must be null or, in an open step, a mapping (got {describe(value)})")
+    try:
+        call = PlanCall(**value)
+    except (TypeError, ValueError) as exc:
+        _fail(f"'step.last_plan': {exc}")
+    judged = book.stats.candidates
+    if call.judged > judged:
+        _fail(f"'step.last_plan.judged' ({call.judged}) exceeds the step's judged groups ({judged})")
+    return call
 
 
 def restore_session(data: object, config: dict[str, Any], limits: DropLimits) -> SessionParts:

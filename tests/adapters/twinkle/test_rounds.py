@@ -172,6 +172,10 @@ def test_a_hard_token_cap_from_max_tokens():
     )
     assert result.exhausted
     assert result.plan.limited_by == ("token_budget",)
+    # The report describes that last plan, with the max_tokens bound it was given.
+    assert result.report.exhausted
+    assert result.report.limited_by == ("token_budget",)
+    assert result.metrics["group_admission/exhausted"] == 1
     # Round 0 is the batch; every later round fit 5 x G tokens per group under the cap.
     assert result.report.generated_tokens <= 40 * G
     assert 40 * G - result.report.generated_tokens < 5 * G

@@ -64,15 +64,13 @@ class AdmittedBatch:
 
     @property
     def exhausted(self) -> bool:
-        """The step is short of its target: the last plan allowed no more groups, or prompts ran out."""
-        return _exhausted(self.report, self.plan, self.out_of_prompts)
+        """The step is short of its target: the budget allowed no more groups, or prompts ran out."""
+        return _exhausted(self.report, self.out_of_prompts)
 
 
-def _exhausted(report: StepReport, plan: ResamplePlan | None, out_of_prompts: bool) -> bool:
-    # The last plan, not report.exhausted: end_step replans without the max_tokens bound the
-    # rounds were planned with, so it can see room that the rounds' hard token cap did not.
-    planned_out = plan is not None and plan.exhausted
-    return report.short_groups > 0 and (planned_out or report.exhausted or out_of_prompts)
+def _exhausted(report: StepReport, out_of_prompts: bool) -> bool:
+    # report.exhausted is the last round plan's verdict, with the max_tokens bound it was given.
+    return report.exhausted or (report.short_groups > 0 and out_of_prompts)
 
 
 def _stop(sequence: Any) -> Any:
@@ -235,7 +233,7 @@ def _finish(
     rewards = rounds.rewards.take(range(trained * size))
     metrics = admission.metrics(report)
     metrics[f"{METRIC_PREFIX}out_of_prompts"] = int(out_of_prompts)
-    metrics[f"{METRIC_PREFIX}exhausted"] = int(_exhausted(report, plan, out_of_prompts))
+    metrics[f"{METRIC_PREFIX}exhausted"] = int(_exhausted(report, out_of_prompts))
     batch = AdmittedBatch(
         prompts=rounds.prompts[:trained],
         sequences=[sequence for group in rounds.sequences[:trained] for sequence in group],
