@@ -23,27 +23,26 @@ def _short_stream() -> tuple[AdmissionSession, object, object]:
 def test_the_step_is_reported_as_the_stream_plan_bounded_it() -> None:
     session, report, plan = _short_stream()
 
-    metrics = stream_step_metrics(session, report, plan, prefix="p/", exhausted=True)
+    metrics = stream_step_metrics(session, report, prefix="p/", effective_rate=plan.effective_rate)
 
     assert plan.exhausted
     assert plan.limited_by == ("extra_group_budget",)
-    assert report.limited_by != plan.limited_by  # end_step replans by rounds: not what bound the stream
+    assert report.exhausted  # end_step asks the stream again
+    assert report.limited_by == plan.limited_by
     assert {k for k in metrics if k.startswith("p/limited_by/")} == {"p/limited_by/extra_group_budget"}
     assert metrics["p/exhausted"] == 1
     assert metrics["p/effective_rate"] == plan.effective_rate
     # The rest is the step vocabulary of the report, unchanged.
-    expected = attrs.evolve(report, exhausted=True, limited_by=plan.limited_by).metrics(
-        prefix="p/", effective_rate=plan.effective_rate
-    )
+    expected = report.metrics(prefix="p/", effective_rate=plan.effective_rate)
     assert {k: metrics[k] for k in expected} == expected
 
 
 def test_the_step_counts_and_the_runs_rate_follow_the_vocabulary() -> None:
     session, report, plan = _short_stream()
 
-    metrics = stream_step_metrics(session, report, plan, prefix="", exhausted=False)
+    metrics = stream_step_metrics(session, report, prefix="", effective_rate=plan.effective_rate)
 
-    assert metrics["exhausted"] == 0  # the host's verdict, not end_step's
+    assert metrics["exhausted"] == 1  # the cap stopped the stream short of its target
     assert (metrics["candidate_group_count"], metrics["exact_dead_group_count"]) == (4, 3)
     assert metrics["effective_group_rate"] == pytest.approx(1 / 4)
     assert metrics["cumulative_effective_group_rate"] == pytest.approx(1 / 4)
@@ -51,14 +50,16 @@ def test_the_step_counts_and_the_runs_rate_follow_the_vocabulary() -> None:
     assert all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in metrics.values())
 
 
-def test_without_a_plan_no_cap_and_no_rate_are_reported() -> None:
+def test_without_a_plan_the_report_gives_the_caps_and_no_rate_is_reported() -> None:
     session = AdmissionSession()
     session.begin_step(1)
     report = session.end_step()
 
-    metrics = stream_step_metrics(session, report, None, prefix="", exhausted=False)
+    metrics = stream_step_metrics(session, report, prefix="", effective_rate=None)
 
-    assert not [k for k in metrics if k.startswith("limited_by/") or k == "effective_rate"]
+    assert "effective_rate" not in metrics
+    caps = {k for k in metrics if k.startswith("limited_by/")}
+    assert caps == {f"limited_by/{cap}" for cap in report.limited_by}
 
 
 def test_token_ids_only_refuses_the_redundancy_gate_naming_the_host() -> None:

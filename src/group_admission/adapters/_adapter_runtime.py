@@ -57,7 +57,6 @@ from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict, StepReport
-from .._streaming import StreamPlan
 from .._validation import check_ge, check_int, check_optional, describe
 
 R = TypeVar("R")
@@ -227,23 +226,19 @@ def step_metrics(
 def stream_step_metrics(
     session: AdmissionSession,
     report: StepReport,
-    plan: StreamPlan | None,
     *,
     prefix: str,
-    exhausted: bool,
+    effective_rate: float | None,
 ) -> dict[str, int | float]:
     """
     A streaming step's metrics (slime's streaming rollout, OpenRLHF's generator), in one flat dict.
 
-    :meth:`StepReport.metrics` of the step as the last stream plan the host followed bounded
-    it: that plan's ``effective_rate`` and ``limited_by`` (``target_met`` when the target
-    was met) and ``exhausted`` as the host found it, where ``end_step`` reports the round
-    planner's. Then the step's :class:`AdmissionStats` counts under their own names
-    (``exact_dead_group_count``, ``effective_group_rate``, ...) and the session's
-    ``cumulative_effective_group_rate``.
+    :meth:`StepReport.metrics` (the report describes the last stream plan the host
+    followed), with that plan's ``effective_rate``; then the step's :class:`AdmissionStats`
+    counts under their own names (``exact_dead_group_count``, ``effective_group_rate``, ...)
+    and the session's ``cumulative_effective_group_rate``.
     """
-    followed = attrs.evolve(report, exhausted=exhausted, limited_by=() if plan is None else plan.limited_by)
-    metrics = followed.metrics(prefix=prefix, effective_rate=None if plan is None else plan.effective_rate)
+    metrics = report.metrics(prefix=prefix, effective_rate=effective_rate)
     metrics.update({f"{prefix}{name}": value for name, value in session.step_stats.metrics().items()})
     metrics[f"{prefix}{CUMULATIVE_EFFECTIVE_GROUP_RATE}"] = session.stats.effective_group_rate
     return metrics

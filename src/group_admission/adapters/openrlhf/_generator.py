@@ -191,13 +191,13 @@ class _Step:
             self.kept.append(experiences)
 
     def _finish(self, report: StepReport, plan: StreamPlan | None) -> tuple[list[Any], int, bool]:
-        capped = plan is not None and plan.exhausted and report.short_groups > 0
-        metrics = stream_step_metrics(self.session, report, plan, prefix=METRIC_PREFIX, exhausted=capped)
+        rate = None if plan is None else plan.effective_rate
+        metrics = stream_step_metrics(self.session, report, prefix=METRIC_PREFIX, effective_rate=rate)
         metrics[f"{METRIC_PREFIX}prompts_consumed"] = self.consumed
         self.generator.last_admission_metrics, self.generator.last_admission_report = metrics, report
         _log.info("group_admission_step", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
-        if capped and plan is not None and not self.dry:
-            message = _exhausted_message(report, plan, self.settings)
+        if report.exhausted and not self.dry:
+            message = _exhausted_message(report, self.settings)
             if self.settings.on_exhausted == "raise":
                 raise BudgetExhaustedError(message)
             _log.warning("group_admission_short_batch", detail=message)
@@ -219,8 +219,8 @@ def _write_info(experiences: list[Any], metrics: dict[str, int | float]) -> None
             info.update({name: torch.tensor([float(value)]) for name, value in metrics.items()})
 
 
-def _exhausted_message(report: StepReport, plan: StreamPlan, settings: OpenRLHFAdmissionSettings) -> str:
-    caps = ", ".join(plan.limited_by) or "none"
+def _exhausted_message(report: StepReport, settings: OpenRLHFAdmissionSettings) -> str:
+    caps = ", ".join(report.limited_by) or "none"
     return (
         f"group admission (OpenRLHF): kept {report.kept_groups} of {report.target_groups} target groups "
         f"after {report.generated_groups} generated groups (binding caps: {caps}); check that the prompts "

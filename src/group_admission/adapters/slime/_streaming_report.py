@@ -31,14 +31,12 @@ def rollout_metrics(
     """
     One rollout's metrics: the step, the session's counts, the groups carried, and the resumed ones.
 
-    Every value is an int or a float. The step is :func:`stream_step_metrics`' (``exhausted``
-    is 1 when the rollout ended short of its target); ``resumed_ages`` holds, for each kept
-    group that resumed from slime's buffer, the rollouts since it started (``rollout_id -
-    metadata['start_rollout_id']``); ``counts`` are the rollout function's own counts.
+    Every value is an int or a float. The step is :func:`stream_step_metrics`';
+    ``resumed_ages`` holds, for each kept group that resumed from slime's buffer, the
+    rollouts since it started (``rollout_id - metadata['start_rollout_id']``); ``counts``
+    are the rollout function's own counts.
     """
-    metrics = stream_step_metrics(
-        session, report, plan, prefix=METRIC_PREFIX, exhausted=report.short_groups > 0
-    )
+    metrics = stream_step_metrics(session, report, prefix=METRIC_PREFIX, effective_rate=plan.effective_rate)
     resumed: dict[str, int | float] = {
         **counts,
         "resumed_group_count": len(resumed_ages),
