@@ -232,6 +232,39 @@ class TestObserveAndEstimate:
             PromptHistory({"group_size": 8}, rank="0")  # type: ignore[arg-type]
 
 
+class TestPromptIds:
+    def test_picks_hold_canonical_ids_and_are_json_safe(self) -> None:
+        history = _history(prior=(0.5, 0.5), skip_below=0.5, exploration=0.5)
+        history.observe_batch(np.arange(6), [_decision(0)] * 6, step=0)
+        history.observe(np.int64(7), _decision(0), step=0)
+        picks = history.pick(np.array([7, 1, 2, 3, 4, 5, 6, 8]), step=1)
+
+        assert json.loads(json.dumps(picks.to_dict())) == picks.to_dict()
+        assert all(type(prompt) is int for prompt in (*picks.picked, *picks.skipped))
+        assert picks.skipped  # the draws ran: a skipped prompt was hashed
+        assert 7 == history.estimate(np.int64(7), step=1).prompt_id
+        assert type(history.estimate(np.int64(7), step=1).prompt_id) is int
+
+    def test_seven_and_the_string_seven_are_two_prompts(self) -> None:
+        history = _history(prior=(1.0, 1.0))
+        history.observe(7, _decision(0), step=0)
+        history.observe("7", _decision(8), step=0)
+
+        assert history.estimate(7, step=1).pass_rate < 0.2 < 0.8 < history.estimate("7", step=1).pass_rate
+        assert 2 == len(history)
+
+    @given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.text()), max_size=20))
+    def test_any_prompt_id_round_trips_through_the_json_state(self, prompts: list[Any]) -> None:
+        history = _history(prior=(0.5, 0.5), exploration=0.5)
+        for index, prompt in enumerate(prompts):
+            history.observe(prompt, _decision(index % 9), step=index % 3)
+        history.pick(prompts, step=2)  # folds steps 0 and 1; step 2 stays pending
+        restored = PromptHistory.from_dict(json.loads(json.dumps(history.to_dict())))
+
+        assert restored.to_dict() == history.to_dict()
+        assert restored.pick(prompts, step=5) == history.pick(prompts, step=5)
+
+
 class TestPick:
     def test_unknown_prompts_are_all_picked(self) -> None:
         picks = _history().pick(list(range(50)), step=0)
