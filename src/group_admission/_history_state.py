@@ -30,7 +30,7 @@ import numpy as np
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import GRESO_BOUNDS, RECORD, RECORD_FIELDS, Observation, Pending, PoolStats, Records
 from ._history_ids import PromptId, check_prompt_id, key_id
-from ._state_checks import StateFormat, state_int
+from ._state_checks import StateFormat, exactly_equal, state_int
 from ._validation import describe
 
 __all__ = ["FORMAT", "VERSION", "HistoryParts", "history_state", "restore_history"]
@@ -349,6 +349,8 @@ def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryPart
         config = PromptHistoryConfig.from_mapping(state["config"])
     except (TypeError, ValueError) as exc:
         _fail(f"'config': {exc}")
+    if not exactly_equal(config.to_dict(), state["config"]):  # no default filled in, no 1 for 1.0
+        _fail(f"'config' must be a whole PromptHistoryConfig.to_dict() (got {describe(state['config'])})")
     greso = _list(state["greso"], "greso", 2)
     folded = _list(state["folded"], "folded", 2)
     if not isinstance(folded[1], str):

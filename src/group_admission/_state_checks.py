@@ -11,7 +11,7 @@ import attrs
 from ._exceptions import CheckpointError
 from ._validation import describe
 
-__all__ = ["Fail", "StateFormat", "parse_state", "state_int", "unique_keys"]
+__all__ = ["Fail", "StateFormat", "exactly_equal", "parse_state", "state_int", "unique_keys"]
 
 #: Raises ``CheckpointError`` with the message, prefixed by what could not be restored.
 Fail = Callable[[str], NoReturn]
@@ -79,6 +79,21 @@ def state_int(value: object, name: str, fail: Fail, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         fail(f"'{name}' must be an integer >= {minimum} (got {describe(value)})")
     return value
+
+
+def exactly_equal(a: object, b: object) -> bool:
+    """``a == b`` with the types of every value equal too: ``False`` is not ``0.0``, ``1`` not ``1.0``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        assert isinstance(b, Mapping)
+        return a.keys() == b.keys() and all(exactly_equal(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple))
+        return len(a) == len(b) and all(exactly_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return repr(a) == repr(b)  # -0.0 is not 0.0, and a nan is a nan
+    return a == b
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
