@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from group_admission import GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig, parse_state
+from group_admission._history_ids import key_ranks, prompt_key
 from reference_history import Obs, Record, ReferenceHistory
 
 POLICY = GroupAdmissionPolicy({"min_reward_std": 1e-6})
@@ -139,3 +140,22 @@ def test_the_reference_reproduces_the_version_1_picks(name: str) -> None:
             "skipped": skipped,
             "informative_probabilities": chances,
         }
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-1000, 1000),
+            st.sampled_from([0, -1, 1, 10, 9, 2**63 - 1, -(2**63), 10**18, 10**18 - 1]),
+            st.text(max_size=4),
+        ),
+        max_size=40,
+    )
+)
+def test_key_ranks_are_the_order_of_the_prompt_keys(ids: list[Any]) -> None:
+    """The fold orders observations by key without writing the keys; it must be the keys' order."""
+    keys = sorted({prompt_key(prompt_id) for prompt_id in ids})
+    expected = [keys.index(prompt_key(prompt_id)) for prompt_id in ids]
+
+    assert expected == key_ranks(ids).tolist()

@@ -17,6 +17,7 @@ replays its picks exactly.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,7 +39,7 @@ from ._history_evidence import (
     Observation,
     informative_chances,
 )
-from ._history_ids import PromptId, check_prompt_id, check_prompt_ids, prompt_key
+from ._history_ids import PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
 from ._history_state import HistoryParts, history_state, restore_history
 from ._loading import coerce_config
 from ._reasons import RejectionReason
@@ -247,51 +248,55 @@ class PromptHistory:
     ) -> None:
         step = _index(step, "step")
         low, high = self._config.reward_range
+        width = high - low
+        kept = [
+            i
+            for i, (m, n, f) in enumerate(zip(means, sizes, external, strict=True))
+            if not f and n >= 1 and math.isfinite(m)
+        ]
+        rates = [min(1.0, max(0.0, (means[i] - low) / width)) for i in kept]
+        successes = [rate * sizes[i] for rate, i in zip(rates, kept, strict=True)]
+        failures = [(1.0 - rate) * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         with self._lock:
-            observations = []
-            for prompt_id, mean, size, kept, failed in zip(
-                ids, means, sizes, admitted, external, strict=True
-            ):
-                if failed or not np.isfinite(mean) or size < 1:
-                    continue
-                rate = min(1.0, max(0.0, (mean - low) / (high - low)))
-                observations.append(
-                    Observation(
-                        step,
-                        prompt_id,
-                        self._rank,
-                        self._sequence,
-                        rate * size,
-                        (1.0 - rate) * size,
-                        bool(kept),
-                    )
-                )
-                self._sequence += 1
-            self._pending.extend(observations)
+            first = self._sequence
+            self._sequence += len(kept)
+            self._pending.append(
+                [ids[i] for i in kept],
+                [step] * len(kept),
+                [self._rank] * len(kept),
+                list(range(first, self._sequence)),
+                successes,
+                failures,
+                [bool(admitted[i]) for i in kept],
+            )
 
     # -- folding -------------------------------------------------------------------
     def _fold(self, step: int) -> None:
         """Fold the pending observations of steps before ``step``, in canonical order (under the lock)."""
         ready = self._pending.split(step)
-        if not ready:
+        if not len(ready):
             return
-        keys = [prompt_key(observation.prompt_id) for observation in ready]
-        order = sorted(
-            range(len(ready)), key=lambda i: (ready[i].step, keys[i], ready[i].rank, ready[i].sequence)
-        )
-        start = 0
-        for end in range(1, len(order) + 1):
-            if end == len(order) or ready[order[end]].step != ready[order[start]].step:
-                chosen = order[start:end]
-                self._fold_step([ready[i] for i in chosen], [keys[i] for i in chosen])
-                start = end
+        # The canonical order: by step, then prompt key, then (rank, sequence), which is unique.
+        identities = np.array([ready.step, ready.rank, ready.sequence], dtype=np.int64).T
+        order = np.lexsort((identities[:, 2], identities[:, 1], key_ranks(ready.ids), identities[:, 0]))
+        values = np.array([ready.successes, ready.failures, ready.admitted], dtype=np.float64).T[order]
+        identities = identities[order]
+        ids = [ready.ids[i] for i in order.tolist()]
+        del ready
+        bounds = np.flatnonzero(np.diff(identities[:, 0])) + 1
+        for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(ids)], strict=True):
+            self._fold_step(ids[start:end], values[start:end], identities[start:end])
 
-    def _fold_step(self, observations: list[Observation], keys: list[str]) -> None:
-        """Fold one step's observations, sorted by prompt key: each prompt's in order, then the pool."""
-        step, count = observations[0].step, len(observations)
+    def _fold_step(self, ids: list[PromptId], values: Floats, identities: np.ndarray) -> None:
+        """
+        Fold one step's observations, sorted by prompt key: each prompt's in order, then the pool.
+
+        ``values`` holds ``(successes, failures, admitted)`` rows, ``identities`` ``(step,
+        rank, sequence)`` rows.
+        """
+        step, count = int(identities[0, 0]), len(ids)
         decays = Decays(self._config.half_life)
-        values = np.array([(o.successes, o.failures, float(o.admitted)) for o in observations])
-        rows = self._records.ensure([o.prompt_id for o in observations])
+        rows = self._records.ensure(ids)
         # A prompt observed k times this step takes its k observations in k passes, in order.
         first = np.ones(count, dtype=bool)
         first[1:] = rows[1:] != rows[:-1]
@@ -300,16 +305,13 @@ class PromptHistory:
             chosen = occurrence == turn
             self._records.add(rows[chosen], step, values[chosen], decays)
         self._pool.add_step(step, values, decays)
-        identities = np.array([(o.step, o.rank, o.sequence) for o in observations], dtype=np.int64)
-        fingerprint = repr(keys).encode() + identities.tobytes() + values.tobytes()
+        fingerprint = repr(ids).encode() + identities.tobytes() + values.tobytes()
         self._digest = hashlib.blake2b(self._digest.encode() + fingerprint, digest_size=16).hexdigest()
         self._folded += count
         # GRESO moves each keep base one notch per step towards its target share.
         rate = values[:, 0] / (values[:, 0] + values[:, 1])
-        easy, hard = (
-            int(np.count_nonzero(rate >= GRESO_EASY_MEAN)),
-            int(np.count_nonzero(rate <= GRESO_HARD_MEAN)),
-        )
+        easy = int(np.count_nonzero(rate >= GRESO_EASY_MEAN))
+        hard = int(np.count_nonzero(rate <= GRESO_HARD_MEAN))
         target = self._config.greso_target_zero_variance
         low, high = GRESO_BOUNDS
         nudge_hard = -GRESO_NUDGE if hard / count >= target * 2 / 3 else GRESO_NUDGE

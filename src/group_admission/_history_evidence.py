@@ -159,19 +159,20 @@ class Pending:
     """
     The observations waiting to fold, in columns, each named by ``(rank, sequence)``.
 
-    Python lists, so that recording a group appends and costs no array copy.
+    Python lists, so that recording a step appends and costs no array copy.
     """
 
     __slots__ = ("admitted", "failures", "ids", "rank", "sequence", "step", "successes")
 
     def __init__(self, observations: Sequence[Observation] = ()) -> None:
-        self.step: list[int] = [o.step for o in observations]
-        self.ids: list[PromptId] = [o.prompt_id for o in observations]
-        self.rank: list[int] = [o.rank for o in observations]
-        self.sequence: list[int] = [o.sequence for o in observations]
-        self.successes: list[float] = [o.successes for o in observations]
-        self.failures: list[float] = [o.failures for o in observations]
-        self.admitted: list[bool] = [o.admitted for o in observations]
+        self.step: list[int] = []
+        self.ids: list[PromptId] = []
+        self.rank: list[int] = []
+        self.sequence: list[int] = []
+        self.successes: list[float] = []
+        self.failures: list[float] = []
+        self.admitted: list[bool] = []
+        self.extend(observations)
 
     def __len__(self) -> int:
         return len(self.step)
@@ -183,27 +184,41 @@ class Pending:
 
     def extend(self, observations: Sequence[Observation]) -> None:
         """Append observations, in order."""
-        for observation in observations:
-            self.step.append(observation.step)
-            self.ids.append(observation.prompt_id)
-            self.rank.append(observation.rank)
-            self.sequence.append(observation.sequence)
-            self.successes.append(observation.successes)
-            self.failures.append(observation.failures)
-            self.admitted.append(observation.admitted)
+        if observations:
+            step, ids, rank, sequence, successes, failures, admitted = zip(*observations, strict=True)
+            self.append(list(ids), list(step), list(rank), list(sequence), successes, failures, admitted)
 
-    def split(self, step: int) -> list[Observation]:
-        """Remove and return the observations of steps before ``step`` (the rest stay in order)."""
-        steps = np.array(self.step, dtype=np.int64)
-        ready = steps < step
+    def append(
+        self,
+        ids: list[PromptId],
+        step: list[int],
+        rank: list[int],
+        sequence: list[int],
+        successes: Sequence[float],
+        failures: Sequence[float],
+        admitted: Sequence[bool],
+    ) -> None:
+        """Append observations given as columns of equal length."""
+        self.ids.extend(ids)
+        self.step.extend(step)
+        self.rank.extend(rank)
+        self.sequence.extend(sequence)
+        self.successes.extend(successes)
+        self.failures.extend(failures)
+        self.admitted.extend(admitted)
+
+    def split(self, step: int) -> Pending:
+        """Remove and return the observations of steps before ``step`` (each part keeps its order)."""
+        ready = np.array(self.step, dtype=np.int64) < step
+        taken = Pending()
         if not ready.any():
-            return []
-        everything = list(self)
-        keep = np.flatnonzero(~ready).tolist()
-        rest = Pending([everything[i] for i in keep])
+            return taken
+        chosen, kept = np.flatnonzero(ready).tolist(), np.flatnonzero(~ready).tolist()
         for name in self.__slots__:
-            setattr(self, name, getattr(rest, name))
-        return [everything[i] for i in np.flatnonzero(ready).tolist()]
+            column = getattr(self, name)
+            setattr(taken, name, [column[i] for i in chosen])
+            setattr(self, name, [column[i] for i in kept])
+        return taken
 
 
 class Records:
@@ -216,11 +231,10 @@ class Records:
     __slots__ = ("_data", "ids", "rows")
 
     def __init__(self, ids: list[PromptId] | None = None, data: np.ndarray | None = None) -> None:
+        """An empty table, or ``data`` (a :data:`RECORD` array, taken as it is) for ``ids``, row by row."""
         self.ids: list[PromptId] = [] if ids is None else ids
         self.rows: dict[PromptId, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))
-        self._data = np.zeros(max(1024, len(self.ids)), dtype=RECORD)
-        if data is not None:
-            self._data[: len(self.ids)] = data
+        self._data = np.zeros(1024, dtype=RECORD) if data is None else data
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -233,7 +247,7 @@ class Records:
     def lookup(self, ids: Sequence[PromptId]) -> Ints:
         """The row of each id, -1 for an id without folded evidence."""
         get = self.rows.get
-        return np.fromiter((get(prompt_id, -1) for prompt_id in ids), dtype=np.int64, count=len(ids))
+        return np.array([get(prompt_id, -1) for prompt_id in ids], dtype=np.int64)
 
     def ensure(self, ids: Sequence[PromptId]) -> Ints:
         """The row of each id, adding an empty row for each new one, in order."""

@@ -116,11 +116,11 @@ def _canonical_rows(ids: list[PromptId]) -> tuple[np.ndarray, np.ndarray, list[s
 
 def _prompts_state(records: Records) -> dict[str, Any]:
     order, numbers, texts = _canonical_rows(records.ids)
-    data = records.data[order]
+    data = records.data
     # Differences modulo 2**64: sorted ids become small numbers that deflate to almost nothing.
     steps = np.diff(numbers.view(np.uint64), prepend=np.uint64(0))
     state: dict[str, Any] = {"count": len(order), "int_ids": _encode(steps.astype("<u8")), "str_ids": texts}
-    state.update((name, _encode(data[name])) for name in RECORD_FIELDS)
+    state.update((name, _encode(data[name][order])) for name in RECORD_FIELDS)  # a column at a time
     return state
 
 
