@@ -464,6 +464,30 @@ class TestMerge:
 
         assert once == first.to_dict()
 
+    @given(
+        st.lists(
+            st.tuples(st.sampled_from([0, 1, 2, "a", "b"]), st.integers(0, 8), st.integers(0, 2)), max_size=30
+        ),
+        st.permutations([0, 1, 2]),
+    )
+    def test_merges_are_order_free_and_idempotent(self, groups: list[Any], order: list[int]) -> None:
+        config = PromptHistoryConfig(group_size=8, half_life=4)
+        ranks = [PromptHistory(config, rank=rank) for rank in range(3)]
+        for index, (prompt, successes, rank) in enumerate(groups):
+            ranks[rank].observe(prompt, _decision(successes), step=index % 2)
+        states = [history.to_dict() for history in ranks]
+        merged = []
+        for rank in order:
+            history = PromptHistory.from_dict(states[rank])
+            history.merge(*(states[other] for other in order if other != rank))
+            history.merge(*states)  # again, and itself: nothing changes
+            merged.append(history)
+
+        picks = [history.pick([0, 1, 2, "a", "b", "c"], step=3) for history in merged]
+        assert picks[0] == picks[1] == picks[2]
+        assert all(h.to_dict()["prompts"] == merged[0].to_dict()["prompts"] for h in merged)
+        assert all(h.to_dict()["folded"] == merged[0].to_dict()["folded"] for h in merged)
+
     def test_refuses_another_config_or_diverged_evidence(self) -> None:
         first, other = _history(), _history(seed=9)
         with pytest.raises(ValueError, match="different config"):
