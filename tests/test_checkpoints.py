@@ -54,6 +54,7 @@ SESSIONS: list[tuple[dict[str, Any], Callable[[AdmissionSession], None]]] = [
         {"limits": {"max_rejected_groups": 2, "scope": "run", "max_consecutive_failed_groups": 9}},
         lambda s: (s.begin_step(2), s.judge_batch([LIVE, DEAD]), s.plan(4), s.judge(FAILED), s.judge(FAILED)),
     ),
+    ({}, lambda s: (s.begin_step(3), s.judge(LIVE), s.stream_plan(2, num_generations=4, race=1.5))),
     (
         {},
         lambda s: (s.begin_step(1), s.judge(DEAD), s.record_fallback(1), s.end_step(), s.judge(LIVE, step=7)),
@@ -340,6 +341,18 @@ SESSION_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
             effective_rate_ema=0.5,
         ),
         "do not add up to the step's",
+    ),
+    (
+        "a last plan with race null",
+        lambda s: s["step"].update(last_plan={**_session_state(3)["step"]["last_plan"], "race": None}),
+        "'step.last_plan': 'race' must be a real number",
+    ),
+    (
+        "a last plan with a field missing",
+        lambda s: s["step"].update(
+            last_plan={k: v for k, v in _session_state(3)["step"]["last_plan"].items() if k != "race"}
+        ),
+        "'step.last_plan' must hold every field of a planning call",
     ),
     (
         "a config value of another type",
