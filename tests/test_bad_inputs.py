@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tempfile
@@ -23,6 +24,7 @@ from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionDecision,
     GroupAdmissionPolicy,
+    PromptHistory,
     PromptHistoryConfig,
     RejectionReason,
     SamplingBudgetConfig,
@@ -33,6 +35,7 @@ from group_admission import (
     group_admission_metrics,
     informative_probability,
     ngram_jaccard,
+    plan_prompts,
     prompts_needed,
 )
 
@@ -57,6 +60,15 @@ def _stepping() -> AdmissionSession:
     session = AdmissionSession(C(min_reward_std=1e-6))
     session.begin_step(4)
     return session
+
+
+def _history_state_with_id(prompt_id: object) -> dict[str, Any]:
+    """A history state whose one pending observation names ``prompt_id`` (written as JSON would)."""
+    history = PromptHistory({"group_size": 2})
+    history.observe("p", ADMITTED, step=0)
+    state = json.loads(json.dumps(history.to_dict()))
+    state["pending"]["ids"] = [prompt_id]
+    return state
 
 
 def _torch() -> Any:
@@ -1206,6 +1218,88 @@ CASES += [
         lambda: PromptHistoryConfig(group_size=8, reward_range=(-1e308, 1e308)),
         ValueError,
         "'reward_range' must have a finite width high - low (got (-1e+308, 1e+308))",
+    ),
+    # prompt ids: one check at every door (str of valid Unicode, or an int in the int64 range)
+    (
+        "history observe a lone surrogate",
+        lambda: PromptHistory({"group_size": 2}).observe("a\ud800", ADMITTED, step=0),
+        ValueError,
+        "'prompt_id' must be a str of valid Unicode, encodable as UTF-8 "
+        "(no lone surrogates) (got 'a\\ud800')",
+    ),
+    (
+        "history pick a lone surrogate",
+        lambda: PromptHistory({"group_size": 2}).pick(["a", "\udfff"], step=0),
+        ValueError,
+        "'prompt_ids[1]' must be a str of valid Unicode",
+    ),
+    (
+        "history pick a float id",
+        lambda: PromptHistory({"group_size": 2}).pick(iter([1, 2.0]), step=0),
+        TypeError,
+        "'prompt_ids[1]' must be a str or an int (got 2.0)",
+    ),
+    (
+        "history pick an id beyond int64",
+        lambda: PromptHistory({"group_size": 2}).pick([2**63], step=0),
+        ValueError,
+        "'prompt_ids[0]' must be an int in [-2**63, 2**63 - 1] (got 9223372036854775808)",
+    ),
+    (
+        "history pick a numpy uint64 beyond int64",
+        lambda: PromptHistory({"group_size": 2}).pick(np.array([2**64 - 1], dtype=np.uint64), step=0),
+        ValueError,
+        "'prompt_ids[0]' must be an int in [-2**63, 2**63 - 1]",
+    ),
+    (
+        "history pick a set",
+        lambda: PromptHistory({"group_size": 2}).pick({1, 2}, step=0),
+        TypeError,
+        "'prompt_ids' must be a sequence of prompt ids (got {1, 2} of type set)",
+    ),
+    (
+        "history estimate a bool",
+        lambda: PromptHistory({"group_size": 2}).estimate(True, step=0),
+        TypeError,
+        "'prompt_id' must be a str or an int (got True)",
+    ),
+    (
+        "history observe_batch a numpy bool id",
+        lambda: PromptHistory({"group_size": 2}).observe_batch([np.bool_(True)], [ADMITTED], step=0),
+        TypeError,
+        "'prompt_ids[0]' must be a str or an int (got np.True_ of type bool)",
+    ),
+    (
+        "history step beyond int64",
+        lambda: PromptHistory({"group_size": 2}).pick([1], step=2**63),
+        ValueError,
+        "'step' must be <= 2**63 - 1 (got 9223372036854775808)",
+    ),
+    (
+        "history merge a state with a lone surrogate",
+        lambda: PromptHistory({"group_size": 2}).merge(_history_state_with_id("\ud800")),
+        CheckpointError,
+        "cannot restore the PromptHistory: 'pending.ids[]' must be a str of valid Unicode",
+    ),
+    (
+        "session pick_prompts a float id",
+        lambda: _stepping().pick_prompts(PromptHistory({"group_size": 2}), [0.5]),
+        TypeError,
+        "'prompt_ids[0]' must be a str or an int (got 0.5)",
+    ),
+    (
+        "plan_prompts a mapping",
+        lambda: plan_prompts(
+            SamplingBudgetController(),
+            SamplingBudgetState(),
+            PromptHistory({"group_size": 2}),
+            {"a": 1},
+            step=0,
+            target_groups=1,
+            num_generations=2,
+        ),
+        TypeError,
+        "'prompt_ids' must be a sequence of prompt ids (got {'a': 1} of type dict)",
     ),
     (
         "session state empty",

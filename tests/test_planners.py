@@ -211,3 +211,56 @@ def test_the_documented_streaming_loop_ends_on_random_steps() -> None:
         )
         report = session.end_step()
         assert report.kept_groups == 8 or plan.exhausted
+
+
+# -- prompt ids: read once, at the door, in canonical form ---------------------------------------
+def _trained_history() -> PromptHistory:
+    history = PromptHistory({"group_size": 4, "prior": (0.5, 0.5), "skip_below": 0.3, "exploration": 0.3})
+    for step in range(3):
+        history.observe_batch(
+            list(range(0, 40, 2)), [AdmissionSession(POLICY).judge(DEAD).decision] * 20, step=step
+        )
+    return history
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        lambda: (prompt for prompt in range(40)),
+        lambda: iter(range(40)),
+        lambda: np.arange(40),
+        lambda: np.arange(40, dtype=np.uint16),
+        lambda: [np.int32(prompt) for prompt in range(40)],
+    ],
+    ids=["generator", "iterator", "int64 array", "uint16 array", "numpy scalars"],
+)
+def test_every_door_reads_prompt_ids_once_and_returns_plain_ints(ids: Callable[[], Any]) -> None:
+    expected = _trained_history().pick(list(range(40)), step=3)
+    picks = _trained_history().pick(ids(), step=3)
+    session = _session(8)
+    plan = session.pick_prompts(_trained_history(), ids())
+    layer_below = plan_prompts(
+        SamplingBudgetController(BUDGET),
+        SamplingBudgetState(),
+        _trained_history(),
+        ids(),
+        step=3,
+        target_groups=8,
+        num_generations=4,
+    )
+
+    assert expected == picks
+    assert 0 < len(picks.skipped) < 20
+    assert all(type(prompt) is int for prompt in (*picks.picked, *picks.skipped))
+    assert set(plan.generate + plan.deferred + plan.skipped) == set(range(40))
+    assert all(type(prompt) is int for prompt in (*layer_below.generate, *layer_below.skipped))
+
+
+def test_a_refused_pick_prompts_leaves_the_round_in_progress_open() -> None:
+    session = _session(4)
+    session.judge(LIVE)
+    before = session.state_dict()
+
+    with pytest.raises(TypeError, match=re.escape("'prompt_ids[1]' must be a str or an int (got None)")):
+        session.pick_prompts(_history(), [1, None])
+    assert before == session.state_dict()

@@ -47,6 +47,7 @@ PUBLIC = {
     "binomial_groups_needed",
     "group_admission_metrics",
     "ngram_jaccard",
+    "parse_state",
 }
 
 

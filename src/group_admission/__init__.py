@@ -30,7 +30,7 @@ from ._exceptions import (
 )
 from ._history import PromptEstimate, PromptHistory, PromptPicks
 from ._history_config import PromptHistoryConfig
-from ._history_state import informative_probability
+from ._history_evidence import informative_probability
 from ._limits import DropLimits
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed
@@ -39,6 +39,7 @@ from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason
 from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._similarity import ngram_jaccard
+from ._state_checks import parse_state
 from ._streaming import StreamPlan, plan_stream
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "group_admission_metrics",
     "informative_probability",
     "ngram_jaccard",
+    "parse_state",
     "plan_prompts",
     "plan_stream",
     "prompts_needed",

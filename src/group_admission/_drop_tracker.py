@@ -11,9 +11,9 @@ from ._decision import GroupAdmissionDecision
 from ._limits import DropLimits, StepLabel
 from ._reasons import RejectionReason
 
-__all__ = ["DropTracker"]
+__all__ = ["WINDOWS", "DropTracker"]
 
-_WINDOWS = 16  # step windows kept for step-scoped limits; asynchronous hosts overlap only a few steps
+WINDOWS = 16  # step windows kept for step-scoped limits; asynchronous hosts overlap only a few steps
 
 
 class DropTracker:
@@ -47,7 +47,7 @@ class DropTracker:
         window = self.windows.get(key)
         if window is None:
             window = self.windows[key] = [0, 0]
-            while len(self.windows) > _WINDOWS:
+            while len(self.windows) > WINDOWS:
                 self.windows.popitem(last=False)
         judged, dropped = window
         keep = decision.admitted or (limits.forceable(decision) and not limits.drop_allowed(judged, dropped))

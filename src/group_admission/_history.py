@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -28,37 +28,36 @@ import numpy as np
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
 from ._history_config import PromptHistoryConfig
-from ._history_state import (
+from ._history_evidence import (
     GRESO_BOUNDS,
     GRESO_EASY_MEAN,
     GRESO_FLOOR,
     GRESO_HARD_MEAN,
     GRESO_NUDGE,
-    HistoryParts,
+    Decays,
+    Floats,
     Observation,
-    Record,
-    history_state,
-    informative_chance,
-    restore_history,
+    informative_chances,
 )
+from ._history_ids import PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
+from ._history_state import HistoryParts, history_state, restore_history
 from ._loading import coerce_config
 from ._reasons import RejectionReason
 from ._validation import check_count, describe
 
-__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks"]
+__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "prompt_key", "uniform_draw"]
 
-#: A prompt's identity: a string or an integer (``True``/``False`` are not prompt ids).
-PromptId = str | int
+#: Steps and ranks are stored as signed 64-bit integers.
+_INT64_MAX = 2**63 - 1
 
 
-def prompt_key(prompt_id: object) -> str:
-    """The canonical text of a prompt id, for hashing and JSON (``"i7"``, ``"sgsm8k/12"``)."""
-    if isinstance(prompt_id, str):
-        return "s" + prompt_id
-    if isinstance(prompt_id, (int, np.integer)) and not isinstance(prompt_id, (bool, np.bool_)):
-        return f"i{int(prompt_id)}"
-    msg = f"a prompt id must be a str or an int (got {describe(prompt_id)})"
-    raise TypeError(msg)
+def _index(value: object, name: str) -> int:
+    """A step or a rank: an integer in ``[0, 2**63 - 1]``."""
+    number = check_count(value, name)
+    if number > _INT64_MAX:
+        msg = f"'{name}' must be <= 2**63 - 1 (got {number})"
+        raise ValueError(msg)
+    return number
 
 
 def uniform_draw(seed: int, key: str, step: int) -> float:
@@ -73,7 +72,7 @@ class PromptEstimate:
     What a :class:`PromptHistory` believes about one prompt at one step.
 
     Attributes:
-        prompt_id: The prompt.
+        prompt_id: The prompt (its canonical id: a plain ``str`` or ``int``).
         groups: Groups of it observed (without forgetting).
         pass_rate: The posterior mean of its pass rate (scaled reward mean).
         informative_probability: The probability that its next group is informative.
@@ -95,7 +94,8 @@ class PromptPicks:
     The prompts :meth:`PromptHistory.pick` keeps and skips, each in the order given.
 
     Attributes:
-        picked: The prompts to generate.
+        picked: The prompts to generate (canonical ids: a numpy integer given comes back
+            as the ``int`` of its value).
         skipped: The prompts skipped this step.
         informative_probabilities: The informative probability of each picked prompt.
 
@@ -107,19 +107,12 @@ class PromptPicks:
     informative_probabilities: tuple[float, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot."""
+        """A JSON-safe snapshot (plain ``str`` and ``int`` ids, plain floats)."""
         return {
-            "picked": list(self.picked),
-            "skipped": list(self.skipped),
-            "informative_probabilities": list(self.informative_probabilities),
+            "picked": check_prompt_ids(self.picked, "picked"),
+            "skipped": check_prompt_ids(self.skipped, "skipped"),
+            "informative_probabilities": [float(q) for q in self.informative_probabilities],
         }
-
-
-def _prompt_keys(prompt_ids: object, name: str = "prompt_ids") -> list[str]:
-    if isinstance(prompt_ids, (str, bytes, Mapping)) or not isinstance(prompt_ids, Iterable):
-        msg = f"'{name}' must be a sequence of prompt ids (got {describe(prompt_ids)})"
-        raise TypeError(msg)
-    return [prompt_key(prompt_id) for prompt_id in prompt_ids]
 
 
 class PromptHistory:
@@ -136,6 +129,13 @@ class PromptHistory:
     :meth:`to_dict` after a step's observations and :meth:`merge` the others before the
     next :meth:`pick`; all ranks then pick the same prompts.
 
+    A prompt id is a ``str`` of valid Unicode or an ``int`` in the signed 64-bit range
+    (numpy integers count as the ``int`` of their value; ``7`` and ``"7"`` are two
+    prompts; a bool is none); every method that takes ids refuses anything else with a
+    ``TypeError`` or ``ValueError`` naming it, and returns canonical ids. Steps and ranks
+    are integers in ``[0, 2**63 - 1]``. The evidence is held in columns, so a step costs
+    what it observes and picks, not what the history holds (a million prompts included).
+
     Args:
         config: The settings (a :class:`PromptHistoryConfig` or a mapping of its fields).
         rank: This process's rank; it tells the observations of different ranks apart
@@ -149,7 +149,7 @@ class PromptHistory:
             msg = "'config' must be a PromptHistoryConfig or a mapping with at least 'group_size' (got None)"
             raise TypeError(msg)
         self._config = coerce_config(PromptHistoryConfig, config)
-        self._rank = check_count(rank, "rank")
+        self._rank = _index(rank, "rank")
         self._lock = threading.RLock()
         self._restore(HistoryParts(p_easy=self._config.greso_p_easy, p_hard=self._config.greso_p_hard))
 
@@ -200,10 +200,15 @@ class PromptHistory:
         if not isinstance(decision, GroupAdmissionDecision):
             msg = f"'decision' must be a GroupAdmissionDecision (got {describe(decision)})"
             raise TypeError(msg)
-        key = prompt_key(prompt_id)
+        prompt_id = check_prompt_id(prompt_id)
         external = decision.reason is RejectionReason.EXTERNAL
         self._add(
-            [key], [decision.reward_mean], [decision.unique_rollouts], [decision.admitted], [external], step
+            [prompt_id],
+            [decision.reward_mean],
+            [decision.unique_rollouts],
+            [decision.admitted],
+            [external],
+            step,
         )
 
     def observe_batch(
@@ -214,7 +219,7 @@ class PromptHistory:
         step: int,
     ) -> None:
         """Record judged groups, one per prompt id, from a batch result or a list of decisions."""
-        keys = _prompt_keys(prompt_ids)
+        ids = check_prompt_ids(prompt_ids)
         if isinstance(result, BatchAdmissionResult):
             means, sizes = result.reward_mean.tolist(), result.unique_rollouts.tolist()
             admitted = result.admitted.tolist()
@@ -227,113 +232,150 @@ class PromptHistory:
         else:
             msg = f"'result' must be a BatchAdmissionResult or a list of decisions (got {describe(result)})"
             raise TypeError(msg)
-        if len(keys) != len(means):
-            msg = f"'prompt_ids' must name one prompt per group ({len(means)}) (got {len(keys)})"
+        if len(ids) != len(means):
+            msg = f"'prompt_ids' must name one prompt per group ({len(means)}) (got {len(ids)})"
             raise ValueError(msg)
-        self._add(keys, means, sizes, admitted, external, step)
+        self._add(ids, means, sizes, admitted, external, step)
 
     def _add(
         self,
-        keys: list[str],
+        ids: list[PromptId],
         means: list[float],
         sizes: list[int],
         admitted: list[bool],
         external: list[bool],
         step: int,
     ) -> None:
-        step = check_count(step, "step")
+        step = _index(step, "step")
         low, high = self._config.reward_range
+        width = high - low
+        kept = [
+            i
+            for i, (m, n, f) in enumerate(zip(means, sizes, external, strict=True))
+            if not f and n >= 1 and math.isfinite(m)
+        ]
+        rates = [min(1.0, max(0.0, (means[i] - low) / width)) for i in kept]
+        successes = [rate * sizes[i] for rate, i in zip(rates, kept, strict=True)]
+        failures = [(1.0 - rate) * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         with self._lock:
-            for key, mean, size, kept, failed in zip(keys, means, sizes, admitted, external, strict=True):
-                if failed or not np.isfinite(mean) or size < 1:
-                    continue
-                rate = min(1.0, max(0.0, (mean - low) / (high - low)))
-                observation = Observation(
-                    step, key, self._rank, self._sequence, rate * size, (1.0 - rate) * size, bool(kept)
-                )
-                self._pending[(self._rank, self._sequence)] = observation
-                self._sequence += 1
+            first = self._sequence
+            self._sequence += len(kept)
+            self._pending.append(
+                [ids[i] for i in kept],
+                [step] * len(kept),
+                [self._rank] * len(kept),
+                list(range(first, self._sequence)),
+                successes,
+                failures,
+                [bool(admitted[i]) for i in kept],
+            )
 
     # -- folding -------------------------------------------------------------------
-    def _decay(self, elapsed: int) -> float:
-        half_life = self._config.half_life
-        return 1.0 if half_life is None or elapsed <= 0 else 0.5 ** (elapsed / half_life)
-
     def _fold(self, step: int) -> None:
         """Fold the pending observations of steps before ``step``, in canonical order (under the lock)."""
-        ready = sorted(o for o in self._pending.values() if o.step < step)
-        if not ready:
+        ready = self._pending.split(step)
+        if not len(ready):
             return
-        for observation in ready:
-            del self._pending[(observation.rank, observation.sequence)]
-        start = 0
-        for end in range(1, len(ready) + 1):
-            if end == len(ready) or ready[end].step != ready[start].step:
-                self._fold_step(ready[start:end])
-                start = end
+        # The canonical order: by step, then prompt key, then (rank, sequence), which is unique.
+        identities = np.array([ready.step, ready.rank, ready.sequence], dtype=np.int64).T
+        order = np.lexsort((identities[:, 2], identities[:, 1], key_ranks(ready.ids), identities[:, 0]))
+        values = np.array([ready.successes, ready.failures, ready.admitted], dtype=np.float64).T[order]
+        identities = identities[order]
+        ids = [ready.ids[i] for i in order.tolist()]
+        del ready
+        bounds = np.flatnonzero(np.diff(identities[:, 0])) + 1
+        for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(ids)], strict=True):
+            self._fold_step(ids[start:end], values[start:end], identities[start:end])
 
-    def _fold_step(self, observations: list[Observation]) -> None:
-        easy = hard = 0
-        for observation in observations:
-            record = self._records.setdefault(observation.key, Record())
-            record.add(observation, self._decay)
-            self._pool.add(observation, self._decay)
-            size = observation.successes + observation.failures
-            rate = observation.successes / size
-            easy += rate >= GRESO_EASY_MEAN
-            hard += rate <= GRESO_HARD_MEAN
-            text = repr(observation).encode()
-            self._digest = hashlib.blake2b(self._digest.encode() + text, digest_size=16).hexdigest()
-            self._folded += 1
+    def _fold_step(self, ids: list[PromptId], values: Floats, identities: np.ndarray) -> None:
+        """
+        Fold one step's observations, sorted by prompt key: each prompt's in order, then the pool.
+
+        ``values`` holds ``(successes, failures, admitted)`` rows, ``identities`` ``(step,
+        rank, sequence)`` rows.
+        """
+        step, count = int(identities[0, 0]), len(ids)
+        decays = Decays(self._config.half_life)
+        rows = self._records.ensure(ids)
+        # A prompt observed k times this step takes its k observations in k passes, in order.
+        first = np.ones(count, dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        occurrence = np.arange(count) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        for turn in range(int(occurrence.max()) + 1):
+            chosen = occurrence == turn
+            self._records.add(rows[chosen], step, values[chosen], decays)
+        self._pool.add_step(step, values, decays)
+        fingerprint = repr(ids).encode() + identities.tobytes() + values.tobytes()
+        self._digest = hashlib.blake2b(self._digest.encode() + fingerprint, digest_size=16).hexdigest()
+        self._folded += count
         # GRESO moves each keep base one notch per step towards its target share.
+        rate = values[:, 0] / (values[:, 0] + values[:, 1])
+        easy = int(np.count_nonzero(rate >= GRESO_EASY_MEAN))
+        hard = int(np.count_nonzero(rate <= GRESO_HARD_MEAN))
         target = self._config.greso_target_zero_variance
         low, high = GRESO_BOUNDS
-        count = len(observations)
         nudge_hard = -GRESO_NUDGE if hard / count >= target * 2 / 3 else GRESO_NUDGE
         nudge_easy = -GRESO_NUDGE if easy / count >= target / 3 else GRESO_NUDGE
         self._p_hard = min(high, max(low, self._p_hard + nudge_hard))
         self._p_easy = min(high, max(low, self._p_easy + nudge_easy))
 
     # -- estimating and picking ----------------------------------------------------------
-    def _beliefs(self, record: Record | None, step: int) -> tuple[float, float]:
-        """``(pass rate, informative probability)`` of a prompt with ``record`` at ``step``."""
-        config = self._config
-        weight = 0.0 if record is None else self._decay(step - record.step)
-        factor = self._decay(step - self._pool.step)
-        if config.evidence == "admissions":
-            alpha, beta = config.prior or self._pool.admission_prior(factor)
-            if record is not None:
-                alpha, beta = alpha + weight * record.admitted, beta + weight * record.rejected
-            return (math.nan if record is None else record.pass_rate()), alpha / (alpha + beta)
-        successes = 0.0 if record is None else weight * record.successes
-        failures = 0.0 if record is None else weight * record.failures
-        alpha, beta = config.prior or self._pool.fitted_prior(factor)
-        alpha, beta = alpha + successes, beta + failures
-        return alpha / (alpha + beta), informative_chance(alpha, beta, config.group_size)
+    def _beliefs(self, ids: list[PromptId], step: int) -> tuple[Floats, Floats, Floats, np.ndarray]:
+        """Each prompt's ``(pass rate, informative and keep probability)`` and row (under the lock)."""
+        config, decays = self._config, Decays(self._config.half_life)
+        rows = self._records.lookup(ids)
+        known = rows >= 0
+        data = self._records.data[rows[known]]
+        weight = np.zeros(len(ids))
+        weight[known] = decays.of(step - data["step"])
+        factor = decays.scalar(step - self._pool.step)
 
-    def _judge(self, key: str, step: int) -> tuple[float, float, float]:
-        """``(pass rate, informative probability, keep probability)`` of one prompt (under the lock)."""
-        record = self._records.get(key)
-        mean, informative = self._beliefs(record, step)
-        if self._config.mode == "greso":
-            keep = 1.0 if record is None else record.greso_keep(self._p_easy, self._p_hard, GRESO_FLOOR)
+        def weighted(name: str) -> Floats:
+            column = np.zeros(len(ids))
+            column[known] = weight[known] * data[name]
+            return column
+
+        if config.evidence == "admissions":
+            prior_alpha, prior_beta = config.prior or self._pool.admission_prior(factor)
+            alpha, beta = prior_alpha + weighted("admitted"), prior_beta + weighted("rejected")
+            informative = alpha / (alpha + beta)
+            total = data["successes"] + data["failures"]
+            mean = np.full(len(ids), np.nan)
+            mean[known] = np.where(total > 0, data["successes"] / np.where(total > 0, total, 1.0), np.nan)
         else:
-            keep = 1.0 if informative >= self._config.skip_below else self._config.exploration
-        return mean, informative, keep
+            prior_alpha, prior_beta = config.prior or self._pool.fitted_prior(factor)
+            alpha, beta = prior_alpha + weighted("successes"), prior_beta + weighted("failures")
+            mean, informative = alpha / (alpha + beta), informative_chances(alpha, beta, config.group_size)
+        return mean, informative, self._keep(informative, data, known), rows
+
+    def _keep(self, informative: Floats, data: np.ndarray, known: np.ndarray) -> Floats:
+        """The keep probability of each prompt, by the config's rule."""
+        config = self._config
+        if config.mode != "greso":
+            return np.where(informative >= config.skip_below, 1.0, config.exploration)
+        # GRESO's max(p**k, floor) after k all-correct (or all-wrong) groups in a row, each k once.
+        keep = np.ones(len(informative))
+        easy, hard = data["easy"], data["hard"]
+        kept = np.ones(len(easy))
+        for streak, base in ((hard, self._p_hard), (easy, self._p_easy)):
+            for length in np.unique(streak[streak > 0]).tolist():
+                kept[streak == length] = max(base**length, GRESO_FLOOR)
+        keep[known] = kept
+        return keep
 
     def estimate(self, prompt_id: PromptId, *, step: int) -> PromptEstimate:
         """What the history believes about ``prompt_id`` at ``step`` (evidence of earlier steps)."""
-        key, step = prompt_key(prompt_id), check_count(step, "step")
+        prompt_id, step = check_prompt_id(prompt_id), _index(step, "step")
         with self._lock:
             self._fold(step)
-            mean, informative, keep = self._judge(key, step)
-            record = self._records.get(key)
+            mean, informative, keep, rows = self._beliefs([prompt_id], step)
+            row = int(rows[0])
             return PromptEstimate(
                 prompt_id=prompt_id,
-                groups=0 if record is None else record.groups,
-                pass_rate=mean,
-                informative_probability=informative,
-                keep_probability=keep,
+                groups=0 if row < 0 else int(self._records.data["groups"][row]),
+                pass_rate=float(mean[0]),
+                informative_probability=float(informative[0]),
+                keep_probability=float(keep[0]),
             )
 
     def pick(self, prompt_ids: Sequence[PromptId], *, step: int) -> PromptPicks:
@@ -343,44 +385,48 @@ class PromptHistory:
         Each prompt is kept when a uniform number fixed by ``(seed, prompt id, step)``
         falls below its keep probability, so asking again within a step gives the same
         answer, every rank gives the same answer, and a restored history replays it.
+        ``prompt_ids`` is read once (a generator is fine); the picks hold canonical ids.
         """
-        keys, step = _prompt_keys(prompt_ids), check_count(step, "step")
+        ids, step = check_prompt_ids(prompt_ids), _index(step, "step")
+        with self._lock:
+            self._fold(step)
+            _, informative, keep, _ = self._beliefs(ids, step)
+        seed, chances, keeps = self._config.seed, informative.tolist(), keep.tolist()
         picked: list[PromptId] = []
         skipped: list[PromptId] = []
         probabilities: list[float] = []
-        with self._lock:
-            self._fold(step)
-            for prompt_id, key in zip(prompt_ids, keys, strict=True):
-                _, informative, keep = self._judge(key, step)
-                if keep >= 1.0 or uniform_draw(self._config.seed, key, step) < keep:
-                    picked.append(prompt_id)
-                    probabilities.append(informative)
-                else:
-                    skipped.append(prompt_id)
+        for prompt_id, chance, odds in zip(ids, chances, keeps, strict=True):
+            if odds >= 1.0 or uniform_draw(seed, prompt_key(prompt_id), step) < odds:
+                picked.append(prompt_id)
+                probabilities.append(chance)
+            else:
+                skipped.append(prompt_id)
         return PromptPicks(
             picked=tuple(picked), skipped=tuple(skipped), informative_probabilities=tuple(probabilities)
         )
 
     # -- persistence and distribution ------------------------------------------------------
+    def _parts(self) -> HistoryParts:
+        return HistoryParts(
+            sequence=self._sequence,
+            p_easy=self._p_easy,
+            p_hard=self._p_hard,
+            pool=self._pool,
+            folded=self._folded,
+            digest=self._digest,
+            records=self._records,
+            pending=self._pending,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe snapshot of everything that shapes later picks."""
+        """A JSON-safe snapshot of everything that shapes later picks (version 2, columnar)."""
         with self._lock:
-            parts = HistoryParts(
-                sequence=self._sequence,
-                p_easy=self._p_easy,
-                p_hard=self._p_hard,
-                pool=self._pool,
-                folded=self._folded,
-                digest=self._digest,
-                records=self._records,
-                pending=self._pending,
-            )
-            return history_state(self._config, self._rank, parts)
+            return history_state(self._config, self._rank, self._parts())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PromptHistory:
         """
-        Restore :meth:`to_dict` output exactly (its config included).
+        Restore :meth:`to_dict` output exactly (its config included), of version 2 or 1.
 
         Raises:
             CheckpointError: the state is malformed, contradictory, or of another format.
@@ -390,39 +436,51 @@ class PromptHistory:
         history._restore(parts)
         return history
 
+    def _merge_view(self) -> tuple[PromptHistoryConfig, int, str, list[Observation]]:
+        with self._lock:
+            return self._config, self._folded, self._digest, list(self._pending)
+
     def merge(self, *others: PromptHistory | Mapping[str, Any]) -> None:
         """
         Add the observations of other ranks' histories (objects or :meth:`to_dict` output).
 
         Merging is a union of observations: idempotent and order-free, so every rank may
-        merge every other rank's state after a step and all end up identical.
+        merge every other rank's state after a step and all end up identical. It is
+        atomic: when one of ``others`` is refused, nothing is merged.
 
         Raises:
             ValueError: a history has another config, or has folded different evidence
-                (merge after every step, before the next pick), or claims this rank's
-                observations with different contents.
+                (merge after every step, before the next pick), or claims an observation
+                (rank, number) with different contents.
+            CheckpointError: a state cannot be restored.
         """
-        histories = [
-            other if isinstance(other, PromptHistory) else PromptHistory.from_dict(other) for other in others
+        views = [
+            (other if isinstance(other, PromptHistory) else PromptHistory.from_dict(other))._merge_view()
+            for other in others
         ]
         with self._lock:
-            for other in histories:
-                if other.config != self._config:
+            union = {(o.rank, o.sequence): o for o in self._pending}
+            added: list[Observation] = []
+            for config, folded, digest, observations in views:
+                if config != self._config:
                     msg = "cannot merge a PromptHistory built with a different config"
                     raise ValueError(msg)
-                if (other._folded, other._digest) != (self._folded, self._digest):
+                if (folded, digest) != (self._folded, self._digest):
                     msg = (
-                        f"cannot merge histories that folded different evidence ({other._folded} vs "
+                        f"cannot merge histories that folded different evidence ({folded} vs "
                         f"{self._folded} groups): merge every rank's state after each step, "
                         "before the next pick"
                     )
                     raise ValueError(msg)
-                for identity, observation in other._pending.items():
-                    mine = self._pending.get(identity)
-                    if mine is not None and mine != observation:
+                for observation in observations:
+                    identity = (observation.rank, observation.sequence)
+                    mine = union.setdefault(identity, observation)
+                    if mine is observation:
+                        added.append(observation)
+                    elif mine != observation:
                         msg = (
                             f"two histories hold different observations as rank {identity[0]}, "
                             f"number {identity[1]}"
                         )
                         raise ValueError(msg)
-                    self._pending[identity] = observation
+            self._pending.extend(added)

@@ -23,6 +23,7 @@ from ._decision import GroupAdmissionDecision
 from ._drop_tracker import DropTracker
 from ._exceptions import ConsecutiveFailedGroupsError
 from ._history import PromptHistory, PromptId
+from ._history_ids import check_prompt_ids
 from ._limits import DropLimits, StepLabel, check_step_label
 from ._loading import coerce_config, coerce_instance
 from ._metrics import AdmissionStats
@@ -439,9 +440,12 @@ class AdmissionSession:
 
         Raises:
             StepLifecycleError: no step is open.
+            TypeError, ValueError: an entry of ``prompt_ids`` is no prompt id (see
+                :class:`PromptHistory`); the round in progress is left open.
 
         .. versionadded:: 0.2.0
         """
+        ids = check_prompt_ids(prompt_ids)  # before the round closes: a refused call changes nothing
         with self._lock:
             book = self._book
             book.require("pick_prompts")
@@ -449,7 +453,7 @@ class AdmissionSession:
                 self._controller,
                 book.fold_round(self._controller),
                 history,
-                prompt_ids,
+                ids,
                 step=book.index,
                 target_groups=book.target,
                 num_generations=book.group_size(num_generations),

@@ -20,13 +20,13 @@ import attrs
 from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetController, SamplingBudgetState
 from ._decision import GroupAdmissionDecision
-from ._drop_tracker import DropTracker
+from ._drop_tracker import WINDOWS, DropTracker
 from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._session_types import StepReport
-from ._state_checks import StateFormat, state_int
+from ._state_checks import StateFormat, exactly_equal, state_int
 from ._validation import check_count, describe
 
 __all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
@@ -217,17 +217,22 @@ def _int(value: object, name: str, minimum: int = 0) -> int:
     return state_int(value, name, _fail, minimum)
 
 
-def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
+def _mapping(value: object, name: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    """A mapping with exactly ``keys``: an unknown key would be dropped, and a restore must not drop."""
     if not isinstance(value, Mapping):
-        _fail(f"'{key}' must be a mapping (got {describe(value)})")
+        _fail(f"'{name}' must be a mapping (got {describe(value)})")
+    if set(value) != set(keys):
+        _fail(f"'{name}' must have exactly the keys {list(keys)!r} (got {sorted(map(str, value))!r})")
     return value
 
 
 def _check_config(saved: object, current: dict[str, Any]) -> None:
-    if saved != current:
+    # Exactly equal: a saved False where the config says 0.0 is a state edited by hand, not ours.
+    if not exactly_equal(saved, current):
         changed = sorted(
-            key for key in current if not isinstance(saved, Mapping) or saved.get(key) != current[key]
+            key
+            for key in current
+            if not isinstance(saved, Mapping) or not exactly_equal(saved.get(key), current[key])
         )
         _fail(
             f"it was saved under a different {', '.join(changed) or 'configuration'} configuration; "
@@ -236,17 +241,31 @@ def _check_config(saved: object, current: dict[str, Any]) -> None:
         )
 
 
-def _windows(value: object) -> OrderedDict[Any, list[int]]:
+def _windows(value: object, limits: DropLimits) -> OrderedDict[Any, list[int]]:
     if not isinstance(value, list):
         _fail(f"'windows' must be a list (got {describe(value)})")
     windows: OrderedDict[Any, list[int]] = OrderedDict()
     for entry in value:
-        if not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[0], (int, str, type(None))):
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 3
+            or isinstance(entry[0], bool)  # True would be the window of step 1
+            or not isinstance(entry[0], (int, str, type(None)))
+        ):
             _fail(f"'windows' entries must be [step, judged, dropped] (got {describe(entry)})")
         judged, dropped = _int(entry[1], "windows.judged"), _int(entry[2], "windows.dropped")
         if dropped > judged:
             _fail(f"a window dropped more groups ({dropped}) than it judged ({judged})")
+        if entry[0] in windows:
+            _fail(f"'windows' must hold each step once (got {entry[0]!r} twice)")
         windows[entry[0]] = [judged, dropped]
+    if len(windows) > WINDOWS or (windows and not limits.caps_drops):
+        _fail(
+            f"'windows' holds {len(windows)} window(s); these limits keep at most "
+            f"{WINDOWS if limits.caps_drops else 0}"
+        )
+    if limits.scope == "run" and set(windows) - {"run"}:
+        _fail("run-scoped limits count in one window, 'run'")
     return windows
 
 
@@ -257,38 +276,73 @@ def _streak(value: object) -> Counter[str]:
 
 
 def _stats(value: object, name: str) -> AdmissionStats:
+    _mapping(value, name, ("counts", "external_details"))
     try:
         return AdmissionStats.from_dict(value)  # type: ignore[arg-type]
     except CheckpointError as exc:
         _fail(f"'{name}': {exc}")
 
 
-def _book(state: Mapping[str, Any]) -> StepBook:
-    step, round_ = _mapping(state, "step"), _mapping(state, "round")
-    budget = state["budget"]
-    is_open = step.get("open")
-    if not isinstance(is_open, bool) or (is_open and budget is None):
-        _fail(
-            f"'step.open' must be a bool, and an open step needs its budget state (got {describe(is_open)})"
-        )
-    book = StepBook(
-        index=_int(step.get("index"), "step.index", -1),
-        open=is_open,
-        target=_int(step.get("target_groups"), "step.target_groups"),
-        state=None if budget is None else SamplingBudgetState.from_dict(budget),
-        stats=_stats(state["step_stats"], "step_stats"),
-        round=_stats(round_.get("stats"), "round.stats"),
-        round_samples=_int(round_.get("samples"), "round.samples"),
-        round_tokens=_int(round_.get("tokens"), "round.tokens"),
-    )
+def _within(part: AdmissionStats, whole: AdmissionStats, names: str) -> None:
+    """Every count (and external detail) of ``part`` at most that of ``whole``, which includes it."""
+    small, large = part.to_dict(), whole.to_dict()
+    for group in ("counts", "external_details"):
+        above = [key for key, count in small[group].items() if count > large[group].get(key, 0)]
+        if above:
+            key = above[0]
+            _fail(f"{names}: '{key}' is {small[group][key]} in it, {large[group].get(key, 0)} in the whole")
+
+
+def _check_book(book: StepBook, lifetime: AdmissionStats) -> None:
+    """The relations every state a session writes satisfies (see :class:`StepBook`)."""
+    _within(book.round, book.stats, "the round in progress counts more than its step")
+    _within(book.stats, lifetime, "the step counts more than the session's lifetime")
     if book.round_samples < book.round.candidates:
         _fail("the round in progress has fewer samples than groups")
-    book.call = _plan_call(step.get("last_plan"), book)
+    if not book.round.candidates and (book.round_samples or book.round_tokens):
+        _fail("the round in progress has samples or tokens but no groups")
+    if (book.index == -1) != (book.state is None):
+        _fail("a budget state belongs to a step: 'budget' is null exactly before the first (step.index -1)")
+    if book.index == -1 and (
+        book.open or book.target or book.stats.candidates or book.stats.fallback_admitted
+    ):
+        _fail("before the first step (step.index -1) no step is open, targeted or counted")
+    if not book.open and book.round.candidates:
+        _fail("a closed step has no round in progress (end_step folds it)")
+    state = book.state
+    if state is not None and (
+        state.generated_groups + book.round.candidates != book.stats.candidates
+        or state.admitted_groups + book.round.admitted != book.stats.admitted
+    ):
+        _fail(
+            f"the budget state's groups ({state.generated_groups}, {state.admitted_groups} admitted) and "
+            f"the round's ({book.round.candidates}, {book.round.admitted}) do not add up to the step's "
+            f"({book.stats.candidates}, {book.stats.admitted})"
+        )
+
+
+def _book(state: Mapping[str, Any]) -> StepBook:
+    step = _mapping(state["step"], "step", ("index", "open", "target_groups", "last_plan"))
+    round_ = _mapping(state["round"], "round", ("stats", "samples", "tokens"))
+    budget = state["budget"]
+    if not isinstance(step["open"], bool):
+        _fail(f"'step.open' must be a bool (got {describe(step['open'])})")
+    book = StepBook(
+        index=_int(step["index"], "step.index", -1),
+        open=step["open"],
+        target=_int(step["target_groups"], "step.target_groups"),
+        state=None if budget is None else SamplingBudgetState.from_dict(budget),
+        stats=_stats(state["step_stats"], "step_stats"),
+        round=_stats(round_["stats"], "round.stats"),
+        round_samples=_int(round_["samples"], "round.samples"),
+        round_tokens=_int(round_["tokens"], "round.tokens"),
+    )
+    book.call = _plan_call(step["last_plan"], book)
     return book
 
 
 def _plan_call(value: object, book: StepBook) -> PlanCall | None:
-    """The open step's last planning call (``None``: none, or a state saved before it was kept)."""
+    """The open step's last planning call (``None``: none since the step began)."""
     if value is None:
         return None
     if not isinstance(value, Mapping) or not book.open:
@@ -300,6 +354,8 @@ def _plan_call(value: object, book: StepBook) -> PlanCall | None:
     judged = book.stats.candidates
     if call.judged > judged:
         _fail(f"'step.last_plan.judged' ({call.judged}) exceeds the step's judged groups ({judged})")
+    if set(value) != set(call.to_dict()):  # a field left out would be written back filled in
+        _fail(f"'step.last_plan' must hold every field of a planning call (got {sorted(map(str, value))!r})")
     return call
 
 
@@ -312,8 +368,13 @@ def restore_session(data: object, config: dict[str, Any], limits: DropLimits) ->
     """
     state = _FORMAT.read(data)
     _check_config(state["config"], config)
+    stats, book = _stats(state["stats"], "stats"), _book(state)
+    _check_book(book, stats)
+    streak = _streak(state["streak"])
+    if sum(streak.values()) > stats.external:
+        _fail(
+            f"'streak' counts {sum(streak.values())} external rejections in a row, of {stats.external} in all"
+        )
     return SessionParts(
-        stats=_stats(state["stats"], "stats"),
-        drops=DropTracker(limits, _windows(state["windows"]), _streak(state["streak"])),
-        book=_book(state),
+        stats=stats, drops=DropTracker(limits, _windows(state["windows"], limits), streak), book=book
     )

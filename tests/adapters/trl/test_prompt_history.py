@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from trl_helpers import accuracy, brevity, dead_history, grpo_config, prompt_dataset
 
@@ -77,9 +79,26 @@ class TestPromptIds:
         with pytest.raises(error, match=message.replace("(", r"\(")):
             PromptIds(prompt_id).prepare(dataset)
 
-    def test_an_id_that_is_neither_str_nor_int_names_the_problem(self) -> None:
-        with pytest.raises(TypeError, match="a prompt id must be a str or an int"):
-            PromptIds("uid").of_row({"uid": 1.5})
+    @pytest.mark.parametrize(
+        ("source", "value", "error", "message"),
+        [
+            ("uid", 1.5, TypeError, "'uid' must be a str or an int (got 1.5)"),
+            ("uid", True, TypeError, "'uid' must be a str or an int (got True)"),
+            ("uid", "a\ud800", ValueError, "'uid' must be a str of valid Unicode"),
+            (lambda r: r["uid"], 2**64, ValueError, "'prompt_id(row)' must be an int in [-2**63, 2**63 - 1]"),
+        ],
+    )
+    def test_an_id_that_is_no_prompt_id_names_the_problem(
+        self, source: Any, value: Any, error: type, message: str
+    ) -> None:
+        with pytest.raises(error, match=re.escape(message)):
+            PromptIds(source).of_row({"uid": value})
+
+    def test_a_numpy_id_is_read_as_the_int_of_its_value(self) -> None:
+        prompt_id = PromptIds("uid").of_row({"uid": np.int64(7)})
+
+        assert 7 == prompt_id
+        assert type(prompt_id) is int
 
 
 @pytest.mark.slow

@@ -72,3 +72,22 @@ def test_on_save_ignores_other_replay_buffers(tmp_path) -> None:
     )
 
     assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_a_state_file_with_a_key_written_twice_is_refused(tmp_path) -> None:
+    from group_admission import AdmissionSession, CheckpointError
+    from group_admission.adapters.verl._checkpoint_state import (
+        load_session_state,
+        save_session_state,
+    )
+
+    state = AdmissionSession().state_dict()
+    path = save_session_state(str(tmp_path / "global_step_3"), state)
+    assert state == load_session_state(str(tmp_path), 3)
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text[:-1] + ', "streak": {"rollout_failed": 1}}')  # a second "streak"
+
+    with pytest.raises(CheckpointError, match="appears twice"):
+        load_session_state(str(tmp_path), 3)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._history import PromptHistory, PromptId, prompt_key
+from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
+from ..._history_ids import check_prompt_id
 from ..._validation import describe
 
 __all__ = ["ID_COLUMN", "PromptIds", "as_prompt_history"]
@@ -87,14 +88,17 @@ class PromptIds:
         return dataset
 
     def of_row(self, row: Mapping[str, Any]) -> PromptId:
-        """The id of one row."""
+        """
+        The canonical id of one row (what a prompt id may be: see :class:`PromptHistory`).
+
+        Raises:
+            TypeError, ValueError: the row's id is no prompt id, naming the column (or
+                ``'prompt_id(row)'`` for a callable).
+        """
         if self._column is not None:
-            value: Any = row[self._column]
-        else:
-            assert callable(self._source)  # the constructor checked it: a column, a callable or None
-            value = self._source(row)
-        prompt_key(value)  # a str or an int, or a TypeError that says so
-        return value  # type: ignore[no-any-return]
+            return check_prompt_id(row[self._column], self._column)
+        assert callable(self._source)  # the constructor checked it: a column, a callable or None
+        return check_prompt_id(self._source(row), "prompt_id(row)")
 
     def of_indices(self, dataset: Any, indices: list[int]) -> list[PromptId]:
         """The ids of the rows at ``indices`` of ``dataset`` (the indices themselves by default)."""

@@ -16,6 +16,7 @@ from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
+from ..._state_checks import parse_state
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
@@ -318,7 +319,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if path is None or not os.path.exists(path):
             return
         with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
+            state = parse_state(handle.read())  # a key written twice is refused, not dropped
         self.admission_session.load_state_dict(state["session"])
         if self._admission_prompts is not None and "prompts" in state:
             self._admission_prompts.load_state_dict(state["prompts"])

@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..._state_checks import parse_state
+
 __all__ = ["STATE_FILE", "load_session_state", "save_session_state"]
 
 #: The file written into verl's ``global_step_<N>`` folder, beside ``data.pt``.
@@ -33,5 +35,5 @@ def load_session_state(root: str | None, global_step: int) -> dict[str, Any] | N
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
-        data: dict[str, Any] = json.load(handle)
+        data: dict[str, Any] = parse_state(handle.read())  # a key written twice is refused, not dropped
     return data
