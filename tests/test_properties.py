@@ -401,3 +401,26 @@ def test_evaluate_batch_agrees_with_evaluate_across_blocks_and_wide_groups(
 
     for row in range(groups):
         assert policy.evaluate(rewards[row]).to_dict() == batch.decision(row).to_dict()
+
+
+def test_a_member_at_the_tolerance_edge_counts_the_same_after_a_shift() -> None:
+    """Deviations are measured from the lowest reward, so a grid of rewards shifts exactly."""
+    config = GroupAdmissionConfig(advantage_tolerance=0.1, min_nontrivial_advantages=1)
+    rewards = [0.0] * 8 + [-117 / 64, -989 / 64]  # one member exactly 0.1 from the mean
+    policy = GroupAdmissionPolicy(config)
+
+    counts = {
+        policy.evaluate([r + shift for r in rewards]).nontrivial_advantage_count for shift in range(-3, 4)
+    }
+
+    assert counts == {9}
+
+
+def test_one_group_of_many_members_is_summed_in_the_scalar_order() -> None:
+    """A batch of one group: its contiguous column must not be summed pairwise."""
+    rewards = np.array([[0.0] + [1.0] * 8])
+    policy = GroupAdmissionPolicy(GroupAdmissionConfig())
+
+    batch = policy.evaluate_batch(rewards).decision(0)
+
+    assert batch.reward_std == policy.evaluate(rewards[0].tolist()).reward_std

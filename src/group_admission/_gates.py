@@ -49,14 +49,17 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None
     if lo == hi:
         # Identical rewards: report exact zeros, never the rounding residue of a mean.
         return (lo, 0.0, 0.0, 0, scale) if math.isfinite(lo) else None
+    # Measured from the lowest reward: for rewards on a grid (0/1 outcomes, rubric steps)
+    # ``value - lo`` is exact, so shifting every reward changes no deviation, no count at
+    # the tolerance's edge and no std (a mean of raw values rounds with their magnitude).
     total = 0.0
     for value in values:
-        total += value
-    mean = total / len(values)
+        total += value - lo
+    offset = total / len(values)
     squares = 0.0
     nontrivial = 0
     for value in values:
-        deviation = value - mean
+        deviation = (value - lo) - offset
         squares += deviation * deviation
         if abs(deviation) > tolerance:
             nontrivial += 1
@@ -64,7 +67,7 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None
     # An overflowing sum makes the mean infinite and the squares infinite or NaN.
     if not (math.isfinite(std) and math.isfinite(spread)):
         return None
-    return mean, std, spread, nontrivial, scale
+    return lo + offset, std, spread, nontrivial, scale
 
 
 def reward_failures(
@@ -126,6 +129,13 @@ def _blocked_statistics(
     rewards: FloatArray, tolerance: float
 ) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray]:
     groups, members = rewards.shape
+    if groups % _BLOCK == 1:
+        # A block of one group is one contiguous column, which numpy sums pairwise, not in
+        # the scalar loop's order: give it a twin row and drop the twin's statistics.
+        mean, std, spread, nontrivial, scale = _blocked_statistics(
+            np.concatenate([rewards, rewards[-1:]]), tolerance
+        )
+        return mean[:groups], std[:groups], spread[:groups], nontrivial[:groups], scale[:groups]
     lo, hi, mean, squares = (np.empty(groups) for _ in range(4))
     small = members < 256  # a member count fits a byte: count in bytes, no cast per element
     count = np.empty(groups, dtype=np.uint8 if small else np.int64)
@@ -138,6 +148,7 @@ def _blocked_statistics(
         np.copyto(columns, rewards[rows].T)
         np.minimum.reduce(columns, axis=0, out=lo[rows])
         np.maximum.reduce(columns, axis=0, out=hi[rows])
+        np.subtract(columns, lo[rows], out=columns)  # from the lowest reward, as the scalar path
         block_mean = mean[rows]
         np.add.reduce(columns, axis=0, out=block_mean)
         np.divide(block_mean, members, out=block_mean)
@@ -147,6 +158,7 @@ def _blocked_statistics(
         np.add.reduce(beyond.view(np.uint8) if small else beyond, axis=0, out=count[rows])
         np.multiply(columns, columns, out=columns)
         np.add.reduce(columns, axis=0, out=squares[rows])
+    np.add(mean, lo, out=mean)
     std = np.sqrt(np.divide(squares, members, out=squares), out=squares)
     nontrivial = count.astype(np.int64)
     # Identical rewards: report exact zeros, never the rounding residue of a mean.
