@@ -27,15 +27,15 @@ from ._validation import (
     check_int,
     check_one_of,
     check_optional,
-    check_probability,
     check_range,
     check_real,
     deprecated,
     describe,
-    field_check,
+    probability_field,
 )
 
 __all__ = [
+    "PLANNING_MODES",
     "ResamplePlan",
     "SamplingBudgetConfig",
     "SamplingBudgetController",
@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 PlanningMode = Literal["expected", "confidence"]
+#: The planning modes of :class:`SamplingBudgetConfig` (``mode``).
+PLANNING_MODES: tuple[PlanningMode, ...] = ("expected", "confidence")
 
 _count = (check_int, check_ge(0))
 _optional_count = check_optional(check_int, check_ge(0))
@@ -98,10 +100,8 @@ class SamplingBudgetConfig:
         converter=as_float,
         validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
     )
-    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(("expected", "confidence")))
-    confidence: float = attrs.field(
-        default=0.9, converter=as_float, validator=(check_real, check_finite, field_check(check_probability))
-    )
+    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(PLANNING_MODES))
+    confidence: float = probability_field(0.9)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:

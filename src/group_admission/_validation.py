@@ -19,6 +19,7 @@ __all__ = [
     "as_float",
     "as_int",
     "check_bool",
+    "check_choice",
     "check_count",
     "check_finite",
     "check_ge",
@@ -36,6 +37,7 @@ __all__ = [
     "field_check",
     "is_finite",
     "is_real",
+    "probability_field",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -126,6 +128,20 @@ def field_check(check: Callable[[Any, str], object]) -> Validator:
     return _check
 
 
+def probability_field(default: float) -> Any:
+    """
+    An attrs field holding a probability strictly between 0 and 1 (``confidence``, ``top_up_below``).
+
+    Ints and numpy scalars become floats; a non-number raises ``TypeError``, a non-finite
+    number or one outside ``(0, 1)`` ``ValueError``.
+    """
+    return attrs.field(
+        default=default,
+        converter=as_float,
+        validator=(check_real, check_finite, field_check(check_probability)),
+    )
+
+
 def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """Require a bool (YAML's ``true`` / ``false``), not a truthy string or number."""
     if not isinstance(value, bool):
@@ -197,16 +213,23 @@ def check_range(low: float, high: float, *, low_open: bool = False) -> Validator
     return _check
 
 
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
+    """
+    Return ``value`` if it is one of ``choices`` (a mode, a scale, an action).
+
+    Raises:
+        ValueError: anything else, naming ``name`` and the choices.
+    """
+    if value not in choices:
+        names = ", ".join(repr(choice) for choice in choices)
+        msg = f"'{name}' must be one of {names} (got {describe(value)})"
+        raise ValueError(msg)
+    return value
+
+
 def check_one_of(choices: tuple[str, ...]) -> Validator:
-    """Require one of ``choices``."""
-    names = ", ".join(repr(choice) for choice in choices)
-
-    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
-            msg = f"'{attribute.name}' must be one of {names} (got {describe(value)})"
-            raise ValueError(msg)
-
-    return _check
+    """Require one of ``choices`` (the attrs validator of :func:`check_choice`)."""
+    return field_check(lambda value, name: check_choice(value, name, choices))
 
 
 def check_nonempty_strings(values: Iterable[object], name: str) -> None:

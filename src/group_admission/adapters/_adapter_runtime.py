@@ -309,22 +309,6 @@ def failed_streak_field() -> Any:
     return attrs.field(default=8, validator=check_optional(check_int, check_ge(1)))
 
 
-def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require a real bool (YAML ``true``/``false``), not a truthy string or number."""
-    if not isinstance(value, bool):
-        msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
-        raise TypeError(msg)
-
-
-def check_ratio(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require ``None`` or a number in ``[0, 1]``."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
-        msg = f"'{attribute.name}' must be null or a number in [0, 1] (got {describe(value)})"
-        raise ValueError(msg)
-
-
 def to_str_tuple(value: Any) -> Any:
     """Turn a YAML list (or one string) into a tuple; leave anything else for the validator."""
     if isinstance(value, str):

@@ -18,12 +18,12 @@ import numpy.typing as npt
 
 from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
-from .._validation import as_int, check_ge, check_int, check_optional
+from .._validation import as_int, check_bool, check_ge, check_int, check_optional
 from ._flights import Flight, InFlight
 from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_bool, check_name, strategy_dict, validate_fields
+from ._strategies import check_name, strategy_dict, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]

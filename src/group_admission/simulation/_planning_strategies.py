@@ -17,14 +17,22 @@ from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
+from .._validation import (
+    as_float,
+    check_bool,
+    check_finite,
+    check_ge,
+    check_range,
+    check_real,
+    describe,
+    probability_field,
+)
 from ._flights import InFlight
 from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
 from ._strategies import (
-    check_bool,
     check_name,
     check_optional_budget,
     strategy_dict,
@@ -40,12 +48,6 @@ __all__ = [
     "PoolStrategy",
     "StreamingLaunches",
 ]
-
-
-def _check_confidence(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not 0.0 < value < 1.0:
-        msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
-        raise ValueError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -80,9 +82,7 @@ class StreamingLaunches:
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=to_budget, validator=check_optional_budget
     )
-    confidence: float = attrs.field(
-        default=0.99, converter=as_float, validator=(check_real, check_finite, _check_confidence)
-    )
+    confidence: float = probability_field(0.99)
     race: float = attrs.field(
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
     )

@@ -14,10 +14,20 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from .._budget import SamplingBudgetConfig
+from .._budget import PLANNING_MODES, SamplingBudgetConfig
 from .._host_rules.ragen import ragen_top_p
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
+from .._validation import (
+    as_float,
+    check_bool,
+    check_finite,
+    check_ge,
+    check_one_of,
+    check_optional,
+    check_range,
+    check_real,
+    describe,
+)
 from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally, StopReason
@@ -30,7 +40,6 @@ __all__ = [
     "PerTaskRetry",
     "RagenTopP",
     "Strategy",
-    "check_bool",
     "check_name",
     "check_optional_budget",
     "ragen_top_p",
@@ -76,13 +85,6 @@ def check_name(_inst: object, attribute: attrs.Attribute[Any], value: object) ->
     """Require a non-empty string."""
     if not isinstance(value, str) or not value:
         msg = f"'{attribute.name}' must be a non-empty string (got {describe(value)})"
-        raise TypeError(msg)
-
-
-def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require a bool."""
-    if not isinstance(value, bool):
-        msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
         raise TypeError(msg)
 
 
@@ -219,12 +221,6 @@ class RagenTopP:
         return strategy_dict(self)
 
 
-def _check_mode(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value not in (None, "expected", "confidence"):
-        msg = f"'{attribute.name}' must be 'expected', 'confidence' or None (got {describe(value)})"
-        raise ValueError(msg)
-
-
 @attrs.frozen(kw_only=True)
 class ControllerResampling:
     """
@@ -252,7 +248,9 @@ class ControllerResampling:
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=to_budget, validator=check_optional_budget
     )
-    mode: Literal["expected", "confidence"] | None = attrs.field(default=None, validator=_check_mode)
+    mode: Literal["expected", "confidence"] | None = attrs.field(
+        default=None, validator=check_optional(check_one_of(PLANNING_MODES))
+    )
     carry_rate: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
 

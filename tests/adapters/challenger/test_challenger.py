@@ -637,11 +637,20 @@ class TestBadInput:
 
         assert message == str(info.value)
 
-    @pytest.mark.parametrize("target", [-1, 1.5, True])
-    def test_begin_batch(self, target):
-        """The batch target must be a non-negative integer."""
-        with pytest.raises(ValueError, match=r"^'target_groups' must be an integer >= 0 \(got "):
+    @pytest.mark.parametrize(
+        ("target", "error", "message"),
+        [
+            (-1, ValueError, "'target_groups' must be >= 0 (got -1)"),
+            (1.5, TypeError, "'target_groups' must be an integer (got 1.5)"),
+            (True, TypeError, "'target_groups' must be an integer (got True)"),
+        ],
+    )
+    def test_begin_batch(self, target, error, message):
+        """The batch target is a count: a bool or a float is a TypeError, as for every count."""
+        with pytest.raises(error) as info:
             ChallengerAdmission(STRICT, budget=LOOSE_BUDGET).begin_batch(target)
+
+        assert message == str(info.value)
 
     def test_budget_needs_begin_batch(self):
         """With a budget, a hand-off before begin_batch is a usage error, not a silent zero target."""

@@ -19,12 +19,11 @@ from ..._config import GroupAdmissionConfig
 from ..._exceptions import ConfigurationError
 from ..._limits import DropLimits
 from ..._loading import load_yaml_mapping
-from ..._validation import check_one_of
+from ..._validation import check_bool, check_one_of
 from .._adapter_runtime import (
     as_budget,
     as_limits,
     as_policy_config,
-    check_bool,
     settings_from,
     token_ids_only,
 )

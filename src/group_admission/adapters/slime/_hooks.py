@@ -20,11 +20,10 @@ from ..._host_rules.slime import fallback_kept_lower_bound, should_drop
 from ..._limits import DropLimits
 from ..._metrics import AdmissionStats
 from ..._reasons import RejectionReason
-from ..._validation import check_names_in
+from ..._validation import check_bool, check_names_in
 from .._adapter_runtime import (
     AdapterSession,
     SessionRegistry,
-    check_bool,
     failed_streak_field,
     scalar_policy_config,
     settings_from,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import attrs
 
 from ..._budget import SamplingBudgetConfig
-from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
+from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, probability_field
 from .._adapter_runtime import as_budget, settings_from
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSettings"]
@@ -17,18 +17,6 @@ __all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSetting
 STREAMING_SETTINGS_ATTR = "group_admission_streaming"
 
 ExhaustionAction = Literal["train", "raise"]
-
-
-def _check_probability(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not 0.0 < value < 1.0:
-        msg = f"'{attribute.name}' must be in (0, 1) (got {describe(value)})"
-        raise ValueError(msg)
-
-
-def _probability(default: float) -> Any:
-    return attrs.field(
-        default=default, converter=as_float, validator=(check_real, check_finite, _check_probability)
-    )
 
 
 @attrs.frozen(kw_only=True)
@@ -60,11 +48,11 @@ class SlimeStreamingSettings:
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=attrs.converters.optional(as_budget)
     )
-    confidence: float = _probability(0.99)
+    confidence: float = probability_field(0.99)
     race: float = attrs.field(
         default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
     )
-    top_up_below: float = _probability(0.5)
+    top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:

@@ -18,7 +18,7 @@ import structlog
 from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._session import StepReport
-from ..._validation import describe
+from ..._validation import check_choice, check_count
 from ._rows import RowRewards, chunk
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 
@@ -88,11 +88,8 @@ def _param(sampling_params: Any, name: str) -> Any:
 
 def _num_samples(sampling_params: Any) -> int:
     value = _param(sampling_params, "num_samples")
-    value = 1 if value is None else value  # SamplingParams' default
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"'sampling_params.num_samples' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    return value
+    # SamplingParams' default is 1; the caller checks the value against num_generations.
+    return check_count(1 if value is None else value, "sampling_params.num_samples", 1)
 
 
 def _max_tokens(sampling_params: Any) -> int | None:
@@ -198,9 +195,7 @@ def sample_admitted_groups(
 
     .. versionadded:: 0.3.0
     """
-    if on_exhausted not in ("train", "raise"):
-        msg = f"'on_exhausted' must be 'train' or 'raise' (got {describe(on_exhausted)})"
-        raise ValueError(msg)
+    check_choice(on_exhausted, "on_exhausted", ("train", "raise"))
     batch = list(prompts)
     if not batch:
         msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"

@@ -20,7 +20,7 @@ from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
-from ..._validation import check_count, describe
+from ..._validation import check_choice, check_count, describe
 from .._adapter_runtime import step_metrics
 from ._rows import UNSUMMABLE_REWARD, RowRewards, chunk
 from ._versions import import_twinkle
@@ -116,9 +116,7 @@ class TwinkleGroupAdmission:
         advantage_fn: Callable[..., Any] | None = None,
     ) -> None:
         self._num_generations = check_count(num_generations, "num_generations", 2)
-        if scale not in _SCALES:
-            msg = f"'scale' must be one of {list(_SCALES)} (got {describe(scale)})"
-            raise ValueError(msg)
+        check_choice(scale, "scale", _SCALES)
         if advantage_fn is not None and not callable(advantage_fn):
             msg = f"'advantage_fn' must be callable like GRPOAdvantage() (got {describe(advantage_fn)})"
             raise TypeError(msg)
