@@ -123,6 +123,24 @@ class _Rounds:
         )
         raise ValueError(msg)
 
+    def run_all(self, batch: list[Any], extra_prompts: Iterator[Any] | None) -> tuple[ResamplePlan, bool]:
+        """
+        Round 0 on ``batch``, then rounds of fresh prompts while the plan asks for more groups.
+
+        Returns the last plan, and whether ``extra_prompts`` ran out before it was met.
+        """
+        max_tokens = _max_tokens(self.sampling_params)
+        size = self.admission.num_generations
+        tokens_per_group = None if max_tokens is None else float(max_tokens * size)
+        round_prompts = batch
+        while True:
+            self.run(round_prompts)
+            plan = self.admission.plan(estimated_tokens_per_group=tokens_per_group)
+            wanted = plan.extra_groups
+            round_prompts = list(itertools.islice(extra_prompts, wanted)) if extra_prompts and wanted else []
+            if not round_prompts:
+                return plan, len(round_prompts) < wanted
+
     def run(self, prompts: Sequence[Any]) -> None:
         """Sample, score and judge one round; keep its kept groups."""
         size = self.admission.num_generations
@@ -201,18 +219,11 @@ def sample_admitted_groups(
         msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"
         raise ValueError(msg)
     rounds = _Rounds(admission, sampler, score, sampling_params, dict(sample_kwargs or {}))
-    size = admission.num_generations
-    max_tokens = _max_tokens(sampling_params)
-    tokens_per_group = None if max_tokens is None else float(max_tokens * size)
     admission.begin_step(len(batch))
-    plan, out_of_prompts, round_prompts = None, False, batch
-    while round_prompts:
-        rounds.run(round_prompts)
-        plan = admission.plan(estimated_tokens_per_group=tokens_per_group)
-        wanted = plan.extra_groups
-        round_prompts = list(itertools.islice(extra_prompts, wanted)) if extra_prompts and wanted else []
-        out_of_prompts = len(round_prompts) < wanted
-    report = admission.end_step()
+    try:
+        plan, out_of_prompts = rounds.run_all(batch, extra_prompts)
+    finally:  # a sampler or score error must not leave the step open for the next call
+        report = admission.end_step()
     return _finish(admission, rounds, report, plan, out_of_prompts, on_exhausted)
 
 
