@@ -19,19 +19,16 @@ from ._planning import binomial_groups_needed, check_tokens_per_group, groups_ex
 from ._plans import BudgetLimit, PlanBase, size_plan
 from ._state_checks import StateFormat
 from ._validation import (
-    as_float,
-    as_int,
     check_count,
-    check_finite,
     check_ge,
     check_int,
     check_one_of,
-    check_optional,
     check_range,
-    check_real,
     deprecated,
     describe,
+    int_field,
     probability_field,
+    real_field,
 )
 
 __all__ = [
@@ -51,7 +48,6 @@ PlanningMode = Literal["expected", "confidence"]
 PLANNING_MODES: tuple[PlanningMode, ...] = ("expected", "confidence")
 
 _count = (check_int, check_ge(0))
-_optional_count = check_optional(check_int, check_ge(0))
 
 
 @attrs.frozen(kw_only=True)
@@ -79,27 +75,13 @@ class SamplingBudgetConfig:
     .. versionadded:: 0.1.0
     """
 
-    max_extra_groups: int = attrs.field(default=0, converter=as_int, validator=_count)
-    max_extra_groups_per_round: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    max_resample_rounds: int = attrs.field(default=0, converter=as_int, validator=_count)
-    max_total_samples: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    max_total_tokens: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    effective_rate_ema_alpha: float = attrs.field(
-        default=0.2,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
-    min_effective_rate: float = attrs.field(
-        default=0.05,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
+    max_extra_groups: int = int_field(0, check_ge(0))
+    max_extra_groups_per_round: int | None = int_field(None, check_ge(0), optional=True)
+    max_resample_rounds: int = int_field(0, check_ge(0))
+    max_total_samples: int | None = int_field(None, check_ge(0), optional=True)
+    max_total_tokens: int | None = int_field(None, check_ge(0), optional=True)
+    effective_rate_ema_alpha: float = real_field(0.2, check_range(0, 1, low_open=True))
+    min_effective_rate: float = real_field(0.05, check_range(0, 1, low_open=True))
     mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(PLANNING_MODES))
     confidence: float = probability_field(0.9)
 

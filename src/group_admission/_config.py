@@ -10,17 +10,13 @@ import attrs
 
 from ._loading import from_mapping, load_yaml_mapping
 from ._validation import (
-    as_float,
-    as_int,
-    check_finite,
     check_ge,
     check_gt,
-    check_int,
     check_nonempty_strings,
-    check_optional,
     check_range,
-    check_real,
     describe,
+    int_field,
+    real_field,
 )
 
 __all__ = ["GroupAdmissionConfig"]
@@ -47,9 +43,6 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
     if len(set(value)) != len(value):
         msg = f"'{attribute.name}' must not repeat a component (got {list(value)!r})"
         raise ValueError(msg)
-
-
-_threshold = (check_real, check_finite, check_ge(0))
 
 
 @attrs.frozen(kw_only=True)
@@ -87,18 +80,12 @@ class GroupAdmissionConfig:
     .. versionadded:: 0.1.0
     """
 
-    min_reward_std: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
-    min_reward_range: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
-    min_nontrivial_advantages: int = attrs.field(
-        default=0, converter=as_int, validator=(check_int, check_ge(0))
-    )
-    advantage_tolerance: float = attrs.field(default=1e-8, converter=as_float, validator=_threshold)
-    max_mean_pairwise_similarity: float | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_float),
-        validator=check_optional(check_real, check_finite, check_range(0, 1)),
-    )
-    similarity_ngram_size: int = attrs.field(default=3, converter=as_int, validator=(check_int, check_gt(0)))
+    min_reward_std: float = real_field(0.0, check_ge(0))
+    min_reward_range: float = real_field(0.0, check_ge(0))
+    min_nontrivial_advantages: int = int_field(0, check_ge(0))
+    advantage_tolerance: float = real_field(1e-8, check_ge(0))
+    max_mean_pairwise_similarity: float | None = real_field(None, check_range(0, 1), optional=True)
+    similarity_ngram_size: int = int_field(3, check_gt(0))
     gate_on: tuple[str, ...] | None = attrs.field(
         default=None, converter=_as_gate_on, validator=_check_gate_on
     )

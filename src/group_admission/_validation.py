@@ -35,9 +35,11 @@ __all__ = [
     "deprecated",
     "describe",
     "field_check",
+    "int_field",
     "is_finite",
     "is_real",
     "probability_field",
+    "real_field",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -126,20 +128,6 @@ def field_check(check: Callable[[Any, str], object]) -> Validator:
         check(value, attribute.name)
 
     return _check
-
-
-def probability_field(default: float) -> Any:
-    """
-    An attrs field holding a probability strictly between 0 and 1 (``confidence``, ``top_up_below``).
-
-    Ints and numpy scalars become floats; a non-number raises ``TypeError``, a non-finite
-    number or one outside ``(0, 1)`` ``ValueError``.
-    """
-    return attrs.field(
-        default=default,
-        converter=as_float,
-        validator=(check_real, check_finite, field_check(check_probability)),
-    )
 
 
 def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -271,3 +259,42 @@ def check_optional(*validators: Validator) -> Validator:
             validator(inst, attribute, value)
 
     return _check
+
+
+def real_field(default: float | None, *checks: Validator, optional: bool = False) -> Any:
+    """
+    An attrs field holding a finite real number that passes ``checks`` (with ``optional``, or ``None``).
+
+    Ints and numpy scalars become floats. A non-number (a bool included) raises
+    ``TypeError``, a non-finite number ``ValueError``; then each of ``checks`` runs
+    (``check_ge(0)``, ``check_range(0, 1)``...).
+    """
+    if optional:
+        converter = attrs.converters.optional(as_float)
+        return attrs.field(
+            default=default, converter=converter, validator=check_optional(check_real, check_finite, *checks)
+        )
+    return attrs.field(default=default, converter=as_float, validator=(check_real, check_finite, *checks))
+
+
+def int_field(default: int | None, *checks: Validator, optional: bool = False) -> Any:
+    """
+    An attrs field holding an integer that passes ``checks`` (with ``optional``, or ``None``).
+
+    Integral numpy scalars become ints. A non-integer (a bool or a float included) raises
+    ``TypeError``; then each of ``checks`` runs (``check_ge(0)``...).
+    """
+    if optional:
+        converter = attrs.converters.optional(as_int)
+        return attrs.field(default=default, converter=converter, validator=check_optional(check_int, *checks))
+    return attrs.field(default=default, converter=as_int, validator=(check_int, *checks))
+
+
+def probability_field(default: float) -> Any:
+    """
+    An attrs field holding a probability strictly between 0 and 1 (``confidence``, ``top_up_below``).
+
+    :func:`real_field` with :func:`check_probability`: a non-number raises ``TypeError``,
+    a non-finite number or one outside ``(0, 1)`` ``ValueError``.
+    """
+    return real_field(default, field_check(check_probability))

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
-from .._validation import as_int, check_bool, check_ge, check_int, check_optional
+from .._validation import check_bool, check_ge, int_field
 from ._flights import Flight, InFlight
 from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
@@ -61,11 +61,7 @@ class SlimeWaves:
     """
 
     kind: ClassVar[str] = "slime"
-    over_sampling_batch_size: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
+    over_sampling_batch_size: int | None = int_field(None, check_ge(1), optional=True)
     keep_when_insufficient: bool = attrs.field(default=False, validator=check_bool)
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
@@ -186,12 +182,8 @@ class DapoDynamicSampling:
     """
 
     kind: ClassVar[str] = "dapo"
-    gen_batch_size: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
-    max_num_gen_batches: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
+    gen_batch_size: int | None = int_field(None, check_ge(1), optional=True)
+    max_num_gen_batches: int = int_field(0, check_ge(0))
     name: str = attrs.field(validator=check_name)
 
     @name.default

@@ -18,14 +18,12 @@ from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
 from .._validation import (
-    as_float,
     check_bool,
-    check_finite,
     check_ge,
     check_range,
-    check_real,
     describe,
     probability_field,
+    real_field,
 )
 from ._flights import InFlight
 from ._limits import check_budget_samples
@@ -83,9 +81,7 @@ class StreamingLaunches:
         default=None, converter=to_budget, validator=check_optional_budget
     )
     confidence: float = probability_field(0.99)
-    race: float = attrs.field(
-        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
-    )
+    race: float = real_field(1.0, check_ge(1))
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
 
@@ -365,9 +361,7 @@ class OracleSkipping:
     """
 
     kind: ClassVar[str] = "oracle_skip"
-    skip_below: float = attrs.field(
-        default=0.1, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
-    )
+    skip_below: float = real_field(0.1, check_range(0, 1))
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=to_budget, validator=check_optional_budget
     )

@@ -18,15 +18,13 @@ from .._budget import PLANNING_MODES, SamplingBudgetConfig
 from .._host_rules.ragen import ragen_top_p
 from .._session import AdmissionSession
 from .._validation import (
-    as_float,
     check_bool,
-    check_finite,
     check_ge,
     check_one_of,
     check_optional,
     check_range,
-    check_real,
     describe,
+    real_field,
 )
 from ._limits import check_budget_samples
 from ._models import SimulationConfig
@@ -178,15 +176,9 @@ class RagenTopP:
     """
 
     kind: ClassVar[str] = "ragen"
-    top_p: float = attrs.field(
-        default=0.9,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
+    top_p: float = real_field(0.9, check_range(0, 1, low_open=True))
     include_zero: bool = attrs.field(default=True, validator=check_bool)
-    selection_eps: float = attrs.field(
-        default=0.01, converter=as_float, validator=(check_real, check_finite, check_ge(0))
-    )
+    selection_eps: float = real_field(0.01, check_ge(0))
     name: str = attrs.field(validator=check_name)
 
     @name.default

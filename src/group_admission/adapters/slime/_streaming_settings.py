@@ -8,7 +8,12 @@ from typing import Any, Literal
 import attrs
 
 from ..._budget import SamplingBudgetConfig
-from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, probability_field
+from ..._validation import (
+    check_ge,
+    check_one_of,
+    probability_field,
+    real_field,
+)
 from .._adapter_runtime import as_budget, settings_from
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSettings"]
@@ -49,9 +54,7 @@ class SlimeStreamingSettings:
         default=None, converter=attrs.converters.optional(as_budget)
     )
     confidence: float = probability_field(0.99)
-    race: float = attrs.field(
-        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
-    )
+    race: float = real_field(1.0, check_ge(1))
     top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
 

@@ -18,16 +18,13 @@ from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._loading import from_mapping
 from ..._validation import (
-    as_float,
-    as_int,
-    check_finite,
     check_ge,
     check_gt,
-    check_int,
     check_one_of,
     check_optional,
-    check_real,
     describe,
+    int_field,
+    real_field,
 )
 from .._adapter_runtime import as_budget, as_limits, as_policy_config, token_ids_only
 
@@ -77,19 +74,13 @@ class VerlAdmissionSettings:
     )
     budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
-    num_generations: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
-    gen_batch_size: int = attrs.field(default=1, converter=as_int, validator=(check_int, check_ge(1)))
+    num_generations: int | None = int_field(None, check_ge(1), optional=True)
+    gen_batch_size: int = int_field(1, check_ge(1))
     on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
     checkpoint_dir: str | None = attrs.field(
         default=None, validator=check_optional(attrs.validators.instance_of(str))
     )
-    poll_interval: float = attrs.field(
-        default=2.0, converter=as_float, validator=(check_real, check_finite, check_gt(0))
-    )
+    poll_interval: float = real_field(2.0, check_gt(0))
 
     @property
     def components(self) -> tuple[str, ...]:
