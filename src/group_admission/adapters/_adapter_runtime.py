@@ -44,7 +44,7 @@ import math
 import numbers
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -58,9 +58,14 @@ from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict, StepReport
 from .._streaming import StreamPlan
-from .._validation import check_ge, check_int, check_optional, describe
+from .._validation import check_ge, check_int, check_one_of, check_optional, describe
 
 R = TypeVar("R")
+
+#: What a host does when the budget stops a step short of its target: train on what it kept,
+#: or raise :class:`BudgetExhaustedError`.
+ExhaustionAction = Literal["train", "raise"]
+EXHAUSTION_ACTIONS: tuple[ExhaustionAction, ...] = ("train", "raise")
 
 
 class AdapterSettings(Protocol):
@@ -302,6 +307,11 @@ def as_budget(value: Any) -> SamplingBudgetConfig:
 def as_limits(value: Any) -> DropLimits:
     """Convert the ``limits`` setting (:class:`DropLimits` fields, or ``None``: none)."""
     return coerce_config(DropLimits, value, name="limits")
+
+
+def on_exhausted_field() -> Any:
+    """The ``on_exhausted`` setting: ``"train"`` (the default) on what the step kept, or ``"raise"``."""
+    return attrs.field(default="train", validator=check_one_of(EXHAUSTION_ACTIONS))
 
 
 def failed_streak_field() -> Any:

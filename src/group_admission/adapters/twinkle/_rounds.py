@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -19,6 +19,7 @@ from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._session import StepReport
 from ..._validation import check_choice, check_count
+from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction
 from ._rows import RowRewards, chunk
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 
@@ -179,7 +180,7 @@ def sample_admitted_groups(
     *,
     sampling_params: Any = None,
     extra_prompts: Iterator[Any] | None = None,
-    on_exhausted: Literal["train", "raise"] = "train",
+    on_exhausted: ExhaustionAction = "train",
     sample_kwargs: Mapping[str, Any] | None = None,
 ) -> AdmittedBatch:
     """
@@ -213,7 +214,7 @@ def sample_admitted_groups(
 
     .. versionadded:: 0.3.0
     """
-    check_choice(on_exhausted, "on_exhausted", ("train", "raise"))
+    check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)
     if not batch:
         msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"

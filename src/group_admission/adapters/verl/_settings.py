@@ -9,7 +9,7 @@ travels there. This module does not import verl.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -20,20 +20,24 @@ from ..._loading import from_mapping
 from ..._validation import (
     check_ge,
     check_gt,
-    check_one_of,
     check_optional,
     describe,
     int_field,
     real_field,
 )
-from .._adapter_runtime import as_budget, as_limits, as_policy_config, token_ids_only
+from .._adapter_runtime import (
+    ExhaustionAction,
+    as_budget,
+    as_limits,
+    as_policy_config,
+    on_exhausted_field,
+    token_ids_only,
+)
 
-__all__ = ["CANONICAL_REWARD", "ExhaustionAction", "VerlAdmissionSettings"]
+__all__ = ["CANONICAL_REWARD", "VerlAdmissionSettings"]
 
 #: verl's name for the canonical pre-KL reward (the sum of a trajectory's ``rm_scores``).
 CANONICAL_REWARD = "reward"
-
-ExhaustionAction = Literal["train", "raise"]
 
 
 @attrs.frozen(kw_only=True)
@@ -76,7 +80,7 @@ class VerlAdmissionSettings:
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     num_generations: int | None = int_field(None, check_ge(1), optional=True)
     gen_batch_size: int = int_field(1, check_ge(1))
-    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    on_exhausted: ExhaustionAction = on_exhausted_field()
     checkpoint_dir: str | None = attrs.field(
         default=None, validator=check_optional(attrs.validators.instance_of(str))
     )
