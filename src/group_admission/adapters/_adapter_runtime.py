@@ -146,11 +146,11 @@ class AdapterSession(Generic[S]):
             from several threads).
     """
 
-    def __init__(self, settings: S, *, host: str) -> None:
+    def __init__(self, settings: S, *, host: str, budget: SamplingBudgetConfig | None = None) -> None:
         self.settings = settings
-        self.session = AdmissionSession(
-            settings.policy, budget=getattr(settings, "budget", None), limits=settings.limits, host=host
-        )
+        if budget is None:
+            budget = getattr(settings, "budget", None)
+        self.session = AdmissionSession(settings.policy, budget=budget, limits=settings.limits, host=host)
         self.window = ReportWindow(self.session)
         self.lock = threading.RLock()
         self._warned: set[str] = set()
