@@ -168,6 +168,32 @@ class AdapterSession(Generic[S]):
         return first
 
 
+class SessionHolder:
+    """
+    A host object built with its settings, holding one session: shows it, its policy and its counts.
+
+    For the hooks a host constructs (the Challenger's hand-off, RAGEN's filter, twinkle's
+    admission step); set ``_session`` in ``__init__``.
+    """
+
+    _session: AdmissionSession
+
+    @property
+    def session(self) -> AdmissionSession:
+        """The session that judges, counts and plans."""
+        return self._session
+
+    @property
+    def policy(self) -> GroupAdmissionPolicy:
+        """The admission policy."""
+        return self._session.policy
+
+    @property
+    def stats(self) -> AdmissionStats:
+        """A copy of the admission counts over the object's life."""
+        return self._session.stats
+
+
 class SessionRegistry(Generic[A]):
     """
     An adapter's sessions for hosts that call a module function with their config: one per configuration.

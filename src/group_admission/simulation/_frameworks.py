@@ -10,7 +10,7 @@ arrive, which is what slime's drop rule depends on.
 from __future__ import annotations
 
 import heapq
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import numpy as np
@@ -23,7 +23,7 @@ from ._flights import Flight, InFlight
 from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_name, strategy_dict, validate_fields
+from ._strategies import AnyConfig, StrategyBase, check_name, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
@@ -32,7 +32,7 @@ _STEP = "the most a simulated step draws before its safety limit ends it"
 
 
 @attrs.frozen(kw_only=True)
-class SlimeWaves:
+class SlimeWaves(StrategyBase):
     """
     slime's over-sampling waves (``generate_rollout_async``) with a dynamic filter.
 
@@ -152,13 +152,9 @@ class SlimeWaves:
             return kept + 1, informative + admitted, remaining, surplus, True
         return kept, informative, remaining, surplus + 1, False  # kept beyond the target: discarded
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class DapoDynamicSampling:
+class DapoDynamicSampling(StrategyBase):
     """
     verl's DAPO dynamic sampling (``algorithm.filter_groups``).
 
@@ -237,13 +233,9 @@ class DapoDynamicSampling:
             exhausted_slots=target,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class RollResampling:
+class RollResampling(AnyConfig):
     """
     ROLL's resample-until-full loop (RLVR ``query_filter`` path), with no cap.
 
@@ -262,9 +254,6 @@ class RollResampling:
 
     kind: ClassVar[str] = "roll"
     name: str = attrs.field(default="roll", validator=check_name)
-
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Run ``target`` slots, replacing each rejected group with a fresh prompt."""
@@ -318,7 +307,3 @@ class RollResampling:
             first_round=(target, int((first == ADMITTED_CODE).sum())),
             time=clock,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

@@ -30,13 +30,7 @@ from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
-from ._strategies import (
-    check_name,
-    check_optional_budget,
-    strategy_dict,
-    to_budget,
-    validate_fields,
-)
+from ._strategies import StrategyBase, budget_field, check_name, validate_fields
 from ._stream import StepContext
 
 __all__ = [
@@ -49,7 +43,7 @@ __all__ = [
 
 
 @attrs.frozen(kw_only=True)
-class StreamingLaunches:
+class StreamingLaunches(StrategyBase):
     """
     A streaming host run by :meth:`AdmissionSession.stream_plan`: launch, top up, abort at the target.
 
@@ -77,9 +71,7 @@ class StreamingLaunches:
     """
 
     kind: ClassVar[str] = "streaming"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     confidence: float = probability_field(0.99)
     race: float = real_field(1.0, check_ge(1))
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
@@ -157,10 +149,6 @@ class StreamingLaunches:
             context.memory["carried"] = carried
         return outcome
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @runtime_checkable
 class PoolStrategy(Protocol):
@@ -213,7 +201,7 @@ def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> 
 
 
 @attrs.frozen(kw_only=True)
-class PoolController:
+class PoolController(StrategyBase):
     """
     The round controller alone: prompts in epoch order, rounds sized by one batch-wide rate.
 
@@ -226,9 +214,7 @@ class PoolController:
     """
 
     kind: ClassVar[str] = "controller"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="controller", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
@@ -246,10 +232,6 @@ class PoolController:
             count = session.plan(num_generations=context.group_size).extra_groups
         session.end_step()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 def _history_fields(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
@@ -266,7 +248,7 @@ def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class HistorySkipping:
+class HistorySkipping(StrategyBase):
     """
     A :class:`PromptHistory` picks the prompts; :meth:`AdmissionSession.pick_prompts` sizes each round.
 
@@ -286,9 +268,7 @@ class HistorySkipping:
 
     kind: ClassVar[str] = "history"
     history: dict[str, Any] = attrs.field(factory=dict, converter=_history_fields, validator=_check_history)
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(validator=check_name)
 
     @name.default
@@ -338,13 +318,9 @@ class HistorySkipping:
         context.put_back(list(plan.deferred))
         return plan
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class OracleSkipping:
+class OracleSkipping(StrategyBase):
     """
     A reference bound: skips the prompts whose *true* informative probability is below a threshold.
 
@@ -362,9 +338,7 @@ class OracleSkipping:
 
     kind: ClassVar[str] = "oracle_skip"
     skip_below: float = real_field(0.1, check_range(0, 1))
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="oracle_skip", validator=check_name)
 
     def check(self, config: PromptPoolConfig) -> None:
@@ -398,7 +372,3 @@ class OracleSkipping:
                 break
             context.generate(kept[:count], session)
         session.end_step()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

@@ -32,12 +32,15 @@ from ._results import StepOutcome, StepTally, StopReason
 from ._stream import StepContext
 
 __all__ = [
+    "AnyConfig",
     "ControllerResampling",
     "NoFiltering",
     "Oracle",
     "PerTaskRetry",
     "RagenTopP",
     "Strategy",
+    "StrategyBase",
+    "budget_field",
     "check_name",
     "check_optional_budget",
     "ragen_top_p",
@@ -125,8 +128,32 @@ def strategy_dict(strategy: Any) -> dict[str, Any]:
     return data
 
 
+def budget_field() -> Any:
+    """A strategy's ``budget``: ``None``, a :class:`SamplingBudgetConfig` or a mapping of its fields."""
+    return attrs.field(default=None, converter=to_budget, validator=check_optional_budget)
+
+
+class StrategyBase:
+    """What every strategy class shares: :meth:`to_dict` (its attrs fields and its ``kind``)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, with the ``kind``."""
+        return strategy_dict(self)
+
+
+class AnyConfig(StrategyBase):
+    """A strategy of :func:`simulate` that runs on any :class:`SimulationConfig`."""
+
+    __slots__ = ()
+
+    def check(self, config: SimulationConfig) -> None:
+        """Runs on any config."""
+
+
 @attrs.frozen(kw_only=True)
-class NoFiltering:
+class NoFiltering(AnyConfig):
     """
     Generate the target and train on every group, informative or not.
 
@@ -135,9 +162,6 @@ class NoFiltering:
 
     kind: ClassVar[str] = "no_filtering"
     name: str = attrs.field(default="no_filtering", validator=check_name)
-
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate ``target`` groups and deliver them all."""
@@ -151,13 +175,9 @@ class NoFiltering:
             stop="no_resampling",
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class RagenTopP:
+class RagenTopP(AnyConfig):
     """
     RAGEN's rollout filter: generate the target once, keep the top-p share by reward std.
 
@@ -186,9 +206,6 @@ class RagenTopP:
         validate_fields(self, "top_p")
         return f"ragen(top_p={self.top_p:g})"
 
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
-
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate ``target`` groups and deliver RAGEN's selection."""
         tally = StepTally(context.group_size)
@@ -208,13 +225,9 @@ class RagenTopP:
             stop="no_resampling",
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class ControllerResampling:
+class ControllerResampling(StrategyBase):
     """
     This SDK's :class:`AdmissionSession`, step by step, as a trainer runs it.
 
@@ -237,9 +250,7 @@ class ControllerResampling:
     """
 
     kind: ClassVar[str] = "controller"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     mode: Literal["expected", "confidence"] | None = attrs.field(
         default=None, validator=check_optional(check_one_of(PLANNING_MODES))
     )
@@ -299,17 +310,13 @@ class ControllerResampling:
             exhausted_slots=report.short_groups,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 def _pull_request_budget() -> SamplingBudgetConfig:
     return SamplingBudgetConfig(max_extra_groups=2, max_resample_rounds=1)
 
 
 @attrs.frozen(kw_only=True)
-class PerTaskRetry:
+class PerTaskRetry(StrategyBase):
     """
     The twinkle pull request's bounded per-task retry.
 
@@ -381,13 +388,9 @@ class PerTaskRetry:
             exhausted_slots=target - informative if cut else exhausted,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class Oracle:
+class Oracle(AnyConfig):
     """
     The lower bound on groups for a strategy that trains on the tasks it draws.
 
@@ -409,9 +412,6 @@ class Oracle:
     kind: ClassVar[str] = "oracle"
     name: str = attrs.field(default="oracle", validator=check_name)
 
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
-
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate waves of exactly the missing count until the target is met."""
         tally = StepTally(context.group_size)
@@ -429,7 +429,3 @@ class Oracle:
             stop="safety_limit" if missing else "target_met",
             exhausted_slots=missing,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

@@ -18,11 +18,11 @@ from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetControl
 from ..._config import GroupAdmissionConfig
 from ..._exceptions import StepLifecycleError
 from ..._loading import coerce_instance
-from ..._metrics import AdmissionStats
 from ..._policy import GroupAdmissionPolicy
 from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict
 from ..._validation import check_count, describe
+from .._adapter_runtime import SessionHolder
 from .._host_support import check_versions, host_versions
 
 #: The twinkle version the adapter is written and tested against: the Challenger of pull
@@ -97,7 +97,7 @@ def _check_groups(groups: Any) -> list[Group]:
     return list(groups)
 
 
-class ChallengerAdmission:
+class ChallengerAdmission(SessionHolder):
     """
     The Challenger's group hand-off hook: admission per complete group, plus a batch budget.
 
@@ -157,24 +157,9 @@ class ChallengerAdmission:
         self._stopped = False
 
     @property
-    def session(self) -> AdmissionSession:
-        """The session that judges, counts and plans."""
-        return self._session
-
-    @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self._session.policy
-
-    @property
     def controller(self) -> SamplingBudgetController | None:
         """The budget controller, or ``None``."""
         return self._session.controller if self._budgeted else None
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of the admission counts over every hand-off."""
-        return self._session.stats
 
     @property
     def state(self) -> SamplingBudgetState | None:

@@ -13,10 +13,10 @@ import numpy.typing as npt
 from ..._config import GroupAdmissionConfig
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
 from ..._loading import require_extra
-from ..._metrics import AdmissionStats
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
 from ..._validation import check_count, describe
+from .._adapter_runtime import SessionHolder
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -249,7 +249,7 @@ def _selection(rollout: Any, strategy: Any) -> RagenSelection | None:
         raise type(exc)(msg) from None
 
 
-class RagenGroupAdmissionFilter:
+class RagenGroupAdmissionFilter(SessionHolder):
     """
     A RAGEN rollout filter: admission gates first, then (optionally) RAGEN's selection.
 
@@ -284,21 +284,6 @@ class RagenGroupAdmissionFilter:
         self._num_groups = num_groups
         self._selection = selection
         self.empty_batches = 0
-
-    @property
-    def session(self) -> AdmissionSession:
-        """The session that judges and counts every group."""
-        return self._session
-
-    @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self._session.policy
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of the admission counts summed over every call."""
-        return self._session.stats
 
     @property
     def num_groups(self) -> int:

@@ -21,7 +21,7 @@ from ..._limits import DropLimits
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._validation import check_choice, check_count, describe
-from .._adapter_runtime import step_metrics
+from .._adapter_runtime import SessionHolder, step_metrics
 from ._rows import UNSUMMABLE_REWARD, RowRewards, chunk
 from ._versions import import_twinkle
 
@@ -78,7 +78,7 @@ class AdmittedRows:
         return [value for value, kept in zip(values, rows, strict=True) if kept]
 
 
-class TwinkleGroupAdmission:
+class TwinkleGroupAdmission(SessionHolder):
     """
     Group admission for a twinkle-kit 0.5.1 loop: sampler -> rewards -> *admission* -> ``GRPOAdvantage``.
 
@@ -123,11 +123,6 @@ class TwinkleGroupAdmission:
         self._scale: Scale = scale
         self._advantage_fn = advantage_fn
         self._session = AdmissionSession(policy, budget=budget, limits=limits, host="twinkle")
-
-    @property
-    def session(self) -> AdmissionSession:
-        """The session that judges, counts and plans."""
-        return self._session
 
     @property
     def num_generations(self) -> int:
