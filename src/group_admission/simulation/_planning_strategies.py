@@ -38,6 +38,7 @@ __all__ = [
     "OracleSkipping",
     "PoolController",
     "PoolStrategy",
+    "SessionPoolStrategy",
     "StreamingLaunches",
 ]
 
@@ -200,8 +201,36 @@ def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> 
     return session
 
 
+class SessionPoolStrategy(StrategyBase):
+    """
+    A pool strategy that runs each pool step as one :class:`AdmissionSession` step under its ``budget``.
+
+    Subclasses are attrs classes with ``budget`` and ``name`` fields, and implement
+    :meth:`rounds`: the rounds of one step, between ``begin_step`` and ``end_step``.
+    """
+
+    __slots__ = ()
+    budget: SamplingBudgetConfig | None
+    name: str
+
+    def check(self, config: PromptPoolConfig) -> None:
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        check_pool_budget(self.budget, config, self.name)
+
+    def run_step(self, context: PoolContext) -> None:
+        """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
+        session = _pool_session(context, self.budget)
+        session.begin_step(context.target_groups)
+        self.rounds(context, session)
+        session.end_step()
+
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
+        """The step's rounds."""
+        raise NotImplementedError
+
+
 @attrs.frozen(kw_only=True)
-class PoolController(StrategyBase):
+class PoolController(SessionPoolStrategy):
     """
     The round controller alone: prompts in epoch order, rounds sized by one batch-wide rate.
 
@@ -217,20 +246,13 @@ class PoolController(StrategyBase):
     budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="controller", validator=check_name)
 
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
-
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Plan rounds with :meth:`AdmissionSession.plan` until the target is met or exhausted."""
-        session = _pool_session(context, self.budget)
-        session.begin_step(context.target_groups)
         # The first round uses the rate carried from the last step (the target without one).
         count = session.plan(num_generations=context.group_size).extra_groups
         while count and context.more_rounds:
             context.generate(context.next_prompts(count), session)
             count = session.plan(num_generations=context.group_size).extra_groups
-        session.end_step()
 
 
 def _history_fields(value: Any) -> Any:
@@ -248,7 +270,7 @@ def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class HistorySkipping(StrategyBase):
+class HistorySkipping(SessionPoolStrategy):
     """
     A :class:`PromptHistory` picks the prompts; :meth:`AdmissionSession.pick_prompts` sizes each round.
 
@@ -276,10 +298,6 @@ class HistorySkipping(StrategyBase):
         validate_fields(self, "history")
         return "greso" if self.history.get("mode") == "greso" else "history"
 
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
-
     def prompt_history(self, context: PoolContext) -> PromptHistory:
         """The strategy's history (built at the first step, kept in the context's memory)."""
         history = context.memory.get("history")
@@ -289,18 +307,15 @@ class HistorySkipping(StrategyBase):
         assert isinstance(history, PromptHistory)
         return history
 
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Pick, size, generate and observe rounds until the target is met or exhausted."""
-        session = _pool_session(context, self.budget)
         history = self.prompt_history(context)
-        session.begin_step(context.target_groups)
         while context.more_rounds:
             plan = self._plan(context, session, history)
             if not plan.generate:
                 break
             result = context.generate(list(plan.generate), session)
             history.observe_batch(plan.generate, result, step=session.step)
-        session.end_step()
 
     @staticmethod
     def _plan(context: PoolContext, session: AdmissionSession, history: PromptHistory) -> Any:
@@ -320,7 +335,7 @@ class HistorySkipping(StrategyBase):
 
 
 @attrs.frozen(kw_only=True)
-class OracleSkipping(StrategyBase):
+class OracleSkipping(SessionPoolStrategy):
     """
     A reference bound: skips the prompts whose *true* informative probability is below a threshold.
 
@@ -341,14 +356,8 @@ class OracleSkipping(StrategyBase):
     budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="oracle_skip", validator=check_name)
 
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
-
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Skip by the truth, size by the truth, until the target is met or a cap binds."""
-        session = _pool_session(context, self.budget)
-        session.begin_step(context.target_groups)
         rates, size = context.rates(), context.group_size
         informative = 1.0 - rates**size - (1.0 - rates) ** size
         confidence = session.controller.config.confidence
@@ -371,4 +380,3 @@ class OracleSkipping(StrategyBase):
             if not count:
                 break
             context.generate(kept[:count], session)
-        session.end_step()
