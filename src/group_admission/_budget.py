@@ -8,13 +8,12 @@ hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
 
-from ._loading import coerce_config, from_mapping, load_yaml_mapping
+from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
 from ._plans import BudgetLimit, PlanBase, size_plan
 from ._state_checks import StateFormat
@@ -51,7 +50,7 @@ _count = (check_int, check_ge(0))
 
 
 @attrs.frozen(kw_only=True)
-class SamplingBudgetConfig:
+class SamplingBudgetConfig(MappingConfig):
     """
     Hard caps on resampling, and how extra groups are estimated. The defaults disable it.
 
@@ -84,16 +83,6 @@ class SamplingBudgetConfig:
     min_effective_rate: float = real_field(0.05, check_range(0, 1, low_open=True))
     mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(PLANNING_MODES))
     confidence: float = probability_field(0.9)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:
-        """Build a config from a mapping of field names, rejecting unknown keys."""
-        return from_mapping(cls, mapping, source="SamplingBudgetConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> SamplingBudgetConfig:
-        """Build a config from a YAML file (optionally the mapping under ``key``); needs PyYAML."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from ._loading import from_mapping, load_yaml_mapping
+from ._loading import MappingConfig
 from ._validation import (
     check_ge,
     check_gt,
@@ -46,7 +45,7 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class GroupAdmissionConfig:
+class GroupAdmissionConfig(MappingConfig):
     """
     Thresholds for the admission gates. Every gate is off by default.
 
@@ -99,32 +98,6 @@ class GroupAdmissionConfig:
     def similarity_gate_enabled(self) -> bool:
         """Whether the redundancy gate is on."""
         return self.max_mean_pairwise_similarity is not None
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> GroupAdmissionConfig:
-        """
-        Build a config from a mapping of field names, rejecting unknown keys.
-
-        Raises:
-            ValueError: a key is unknown or a value is out of range.
-            TypeError: a value has the wrong type.
-        """
-        return from_mapping(cls, mapping, source="GroupAdmissionConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> GroupAdmissionConfig:
-        """
-        Build a config from a YAML file, optionally from the mapping under ``key``.
-
-        An empty file, a missing ``key`` and a ``key`` set to null give the defaults. Needs
-        PyYAML: ``pip install 'group-admission[yaml]'``.
-
-        Raises:
-            ConfigurationError: the file is not valid YAML, or what should be a mapping
-                (the file, the section under ``key``) is not one.
-            TypeError, ValueError: a field is invalid, as in :meth:`from_mapping`.
-        """
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -10,7 +9,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._loading import from_mapping, load_yaml_mapping
+from .._loading import MappingConfig, from_mapping
 from .._validation import (
     check_ge,
     check_gt,
@@ -321,7 +320,7 @@ def check_target(target_groups: int, group_size: int, safety_max_rounds: int) ->
 
 
 @attrs.frozen(kw_only=True)
-class SimulationConfig:
+class SimulationConfig(MappingConfig):
     """
     What to simulate: the tasks, the group shape, the target and how many steps.
 
@@ -349,6 +348,7 @@ class SimulationConfig:
     .. versionadded:: 0.1.0
     """
 
+    YAML_KEY = "simulation"
     tasks: TaskModel = attrs.field(
         factory=BinaryTaskModel,
         converter=_as_tasks,
@@ -379,22 +379,6 @@ class SimulationConfig:
         if value >= 1.0:
             msg = f"'{attribute.name}' must be < 1, or no group could ever be admitted (got {value!r})"
             raise ValueError(msg)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> SimulationConfig:
-        """
-        Build a config from a mapping of its fields (``tasks`` and ``lengths`` as mappings).
-
-        Raises:
-            ValueError: a key is unknown or a value is out of range.
-            TypeError: a value has the wrong type.
-        """
-        return from_mapping(cls, mapping, source="SimulationConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = "simulation") -> SimulationConfig:
-        """Build a config from the ``simulation`` mapping of a YAML file (needs PyYAML)."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain, YAML- and JSON-safe dict."""

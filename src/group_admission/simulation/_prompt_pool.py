@@ -14,7 +14,6 @@ as it would have been (was the skip right?), and strategies differ only by what 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ import numpy.typing as npt
 
 from .._batch import BatchAdmissionResult
 from .._history import PromptId
-from .._loading import from_mapping, load_yaml_mapping
+from .._loading import MappingConfig, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession
 from .._validation import (
@@ -73,7 +72,7 @@ def _check_lengths(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class PromptPoolConfig:
+class PromptPoolConfig(MappingConfig):
     """
     A prompt pool and the run over it.
 
@@ -105,6 +104,7 @@ class PromptPoolConfig:
     .. versionadded:: 0.2.0
     """
 
+    YAML_KEY = "pool"
     size: int = int_field(512, check_ge(1))
     group_size: int = int_field(8, check_ge(1))
     target_groups: int = int_field(16, check_ge(1))
@@ -123,16 +123,6 @@ class PromptPoolConfig:
         check_target(self.target_groups, self.group_size, self.safety_max_rounds)
         why = "the most a simulated pool draws per step (a group of every prompt)"
         check_samples({"size": self.size, "group_size": self.group_size}, MAX_POOL_SAMPLES, why)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> PromptPoolConfig:
-        """Build a config from a mapping of its fields (``lengths`` as a mapping)."""
-        return from_mapping(cls, mapping, source="PromptPoolConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = "pool") -> PromptPoolConfig:
-        """Build a config from the ``pool`` mapping of a YAML file (needs PyYAML)."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain, YAML- and JSON-safe dict."""
