@@ -30,7 +30,7 @@ from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
-from ._strategies import StrategyBase, budget_field, check_name, validate_fields
+from ._strategies import StrategyBase, StrategyShape, budget_field, check_name, validate_fields
 from ._stream import StepContext
 
 __all__ = [
@@ -152,31 +152,14 @@ class StreamingLaunches(StrategyBase):
 
 
 @runtime_checkable
-class PoolStrategy(Protocol):
+class PoolStrategy(StrategyShape[PromptPoolConfig, PoolContext, None], Protocol):
     """
     What :func:`simulate_pool` needs from a strategy: one step at a time on a :class:`PoolContext`.
 
+    Its :meth:`run_step` returns nothing: the context keeps the tally.
+
     .. versionadded:: 0.2.0
     """
-
-    kind: ClassVar[str]
-
-    @property
-    def name(self) -> str:
-        """The strategy's label in tables and results."""
-        ...
-
-    def check(self, config: PromptPoolConfig) -> None:
-        """Raise ``ValueError`` if the strategy cannot run on ``config``."""
-        ...
-
-    def run_step(self, context: PoolContext) -> None:
-        """Simulate one step; the context keeps the tally."""
-        ...
-
-    def to_dict(self) -> dict[str, Any]:
-        """The strategy's settings, with its ``kind``."""
-        ...
 
 
 def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBudgetConfig:

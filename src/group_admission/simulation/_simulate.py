@@ -260,14 +260,14 @@ class PreparedSimulation:
 
 
 def prepare_simulation(
-    config: SimulationConfig | Mapping[str, Any] | None = None,
+    config: SimulationConfig | Mapping[str, Any] | None,
     *,
-    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
-    strategies: Iterable[Strategy | str | Mapping[str, Any]] | None = None,
-    budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
+    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None,
+    strategies: Iterable[Strategy | str | Mapping[str, Any]] | None,
+    budget: SamplingBudgetConfig | Mapping[str, Any] | None,
 ) -> PreparedSimulation:
     """
-    Check and build every input of :func:`simulate`, without simulating anything.
+    Check and build every input of :func:`simulate` (which gives the defaults), without simulating anything.
 
     Raises:
         ValueError, TypeError: a config, policy or strategy is invalid, or a strategy
@@ -275,11 +275,7 @@ def prepare_simulation(
     """
     config = coerce_config(SimulationConfig, config)
     judge = simulated_policy(policy, config)
-    if budget is not None:
-        budget = to_budget(budget)
-        if not isinstance(budget, SamplingBudgetConfig):
-            msg = f"'budget' must be a SamplingBudgetConfig, a mapping or None (got {describe(budget)})"
-            raise TypeError(msg)
+    budget = None if budget is None else coerce_config(SamplingBudgetConfig, budget, name="budget")
     chosen = _as_strategies(strategies, budget, config)
     for strategy in chosen:
         strategy.check(config)

@@ -9,7 +9,7 @@ would. None re-implements a gate or a plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "RagenTopP",
     "Strategy",
     "StrategyBase",
+    "StrategyShape",
     "budget_field",
     "check_name",
     "check_optional_budget",
@@ -50,16 +51,18 @@ __all__ = [
 ]
 
 
-@runtime_checkable
-class Strategy(Protocol):
+C_contra = TypeVar("C_contra", contravariant=True)
+X_contra = TypeVar("X_contra", contravariant=True)
+O_co = TypeVar("O_co", covariant=True)
+
+
+class StrategyShape(Protocol[C_contra, X_contra, O_co]):
     """
-    What the simulator needs from a strategy.
+    The shape of every simulator strategy: checked against a config ``C``, run on a step context ``X``.
 
     ``kind`` names the strategy family, ``name`` this configured instance (unique within
     one simulation). :meth:`check` rejects a strategy that cannot run on ``config``
     before anything is simulated; :meth:`run_step` simulates one step.
-
-    .. versionadded:: 0.1.0
     """
 
     kind: ClassVar[str]
@@ -69,17 +72,26 @@ class Strategy(Protocol):
         """The strategy's label in tables and results."""
         ...
 
-    def check(self, config: SimulationConfig) -> None:
+    def check(self, config: C_contra) -> None:
         """Raise ``ValueError`` if the strategy cannot run on ``config``."""
         ...
 
-    def run_step(self, context: StepContext) -> StepOutcome:
+    def run_step(self, context: X_contra) -> O_co:
         """Simulate one step."""
         ...
 
     def to_dict(self) -> dict[str, Any]:
         """The strategy's settings, with its ``kind``."""
         ...
+
+
+@runtime_checkable
+class Strategy(StrategyShape[SimulationConfig, StepContext, StepOutcome], Protocol):
+    """
+    What :func:`simulate` needs from a strategy: each step on a :class:`StepContext`, returning its outcome.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 def check_name(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
