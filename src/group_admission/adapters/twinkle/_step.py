@@ -129,11 +129,6 @@ class TwinkleGroupAdmission(SessionHolder):
         """G: completions per group."""
         return self._num_generations
 
-    @property
-    def scale(self) -> Scale:
-        """``GRPOAdvantage``'s ``scale``."""
-        return self._scale
-
     # -- one round -----------------------------------------------------------------
     def admit(
         self,
