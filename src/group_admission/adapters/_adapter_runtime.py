@@ -10,6 +10,8 @@ An adapter translates; this module owns what adapters would otherwise each rebui
 - :class:`SessionRegistry`: for hosts that load a function by import path and call it with
   their config (slime, ROLL's RLVR loop): one :class:`AdapterSession` per distinct
   settings mapping, built on first use, for the life of the process; ``reset()`` forgets them.
+- :class:`SessionHolder`: for hook objects a host builds with their settings (the
+  Challenger's hand-off, RAGEN's filter, twinkle's step): ``session``, ``policy``, ``stats``.
 - :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
   ROLL on each kept group): the counts judged since the last report under their metric
   names, plus the session's ``cumulative_effective_group_rate``.
@@ -58,7 +60,7 @@ from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict, StepReport
 from .._streaming import StreamPlan
-from .._validation import check_ge, check_int, check_one_of, check_optional, describe
+from .._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")
 
@@ -342,7 +344,7 @@ def on_exhausted_field() -> Any:
 
 def failed_streak_field() -> Any:
     """The ``max_consecutive_failed_groups`` setting: an integer >= 1 or ``None``, 8 by default."""
-    return attrs.field(default=8, validator=check_optional(check_int, check_ge(1)))
+    return int_field(8, check_ge(1), optional=True)
 
 
 def to_str_tuple(value: Any) -> Any:
