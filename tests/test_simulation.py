@@ -282,12 +282,12 @@ BAD_SIMULATIONS = [
     (
         {"strategies": [{"kind": "controller", "mode": "greedy"}]},
         ValueError,
-        "'mode' must be 'expected', 'confidence' or None",
+        "'mode' must be one of 'expected', 'confidence' (got 'greedy')",
     ),
     (
         {"strategies": [{"kind": "slime", "keep_when_insufficient": "yes"}]},
         TypeError,
-        "'keep_when_insufficient' must be true or false",
+        "'keep_when_insufficient' must be a bool",
     ),
     ({"strategies": [{"kind": "oracle", "name": ""}]}, TypeError, "'name' must be a non-empty string"),
     # The default names were formatted from the fields before these were checked (a wrong

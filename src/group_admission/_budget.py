@@ -8,34 +8,30 @@ hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
 
-from ._loading import coerce_config, from_mapping, load_yaml_mapping
+from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
 from ._plans import BudgetLimit, PlanBase, size_plan
 from ._state_checks import StateFormat
 from ._validation import (
-    as_float,
-    as_int,
     check_count,
-    check_finite,
     check_ge,
     check_int,
     check_one_of,
-    check_optional,
-    check_probability,
     check_range,
-    check_real,
     deprecated,
     describe,
-    field_check,
+    int_field,
+    probability_field,
+    real_field,
 )
 
 __all__ = [
+    "PLANNING_MODES",
     "ResamplePlan",
     "SamplingBudgetConfig",
     "SamplingBudgetController",
@@ -47,13 +43,14 @@ __all__ = [
 ]
 
 PlanningMode = Literal["expected", "confidence"]
+#: The planning modes of :class:`SamplingBudgetConfig` (``mode``).
+PLANNING_MODES: tuple[PlanningMode, ...] = ("expected", "confidence")
 
 _count = (check_int, check_ge(0))
-_optional_count = check_optional(check_int, check_ge(0))
 
 
 @attrs.frozen(kw_only=True)
-class SamplingBudgetConfig:
+class SamplingBudgetConfig(MappingConfig):
     """
     Hard caps on resampling, and how extra groups are estimated. The defaults disable it.
 
@@ -77,41 +74,15 @@ class SamplingBudgetConfig:
     .. versionadded:: 0.1.0
     """
 
-    max_extra_groups: int = attrs.field(default=0, converter=as_int, validator=_count)
-    max_extra_groups_per_round: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    max_resample_rounds: int = attrs.field(default=0, converter=as_int, validator=_count)
-    max_total_samples: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    max_total_tokens: int | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_int), validator=_optional_count
-    )
-    effective_rate_ema_alpha: float = attrs.field(
-        default=0.2,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
-    min_effective_rate: float = attrs.field(
-        default=0.05,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
-    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(("expected", "confidence")))
-    confidence: float = attrs.field(
-        default=0.9, converter=as_float, validator=(check_real, check_finite, field_check(check_probability))
-    )
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> SamplingBudgetConfig:
-        """Build a config from a mapping of field names, rejecting unknown keys."""
-        return from_mapping(cls, mapping, source="SamplingBudgetConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> SamplingBudgetConfig:
-        """Build a config from a YAML file (optionally the mapping under ``key``); needs PyYAML."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
+    max_extra_groups: int = int_field(0, check_ge(0))
+    max_extra_groups_per_round: int | None = int_field(None, check_ge(0), optional=True)
+    max_resample_rounds: int = int_field(0, check_ge(0))
+    max_total_samples: int | None = int_field(None, check_ge(0), optional=True)
+    max_total_tokens: int | None = int_field(None, check_ge(0), optional=True)
+    effective_rate_ema_alpha: float = real_field(0.2, check_range(0, 1, low_open=True))
+    min_effective_rate: float = real_field(0.05, check_range(0, 1, low_open=True))
+    mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(PLANNING_MODES))
+    confidence: float = probability_field(0.9)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

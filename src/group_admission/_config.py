@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from ._loading import from_mapping, load_yaml_mapping
+from ._loading import MappingConfig
 from ._validation import (
-    as_float,
-    as_int,
-    check_finite,
     check_ge,
     check_gt,
-    check_int,
     check_nonempty_strings,
-    check_optional,
     check_range,
-    check_real,
     describe,
+    int_field,
+    real_field,
 )
 
 __all__ = ["GroupAdmissionConfig"]
@@ -49,11 +44,8 @@ def _check_gate_on(_inst: object, attribute: attrs.Attribute[Any], value: object
         raise ValueError(msg)
 
 
-_threshold = (check_real, check_finite, check_ge(0))
-
-
 @attrs.frozen(kw_only=True)
-class GroupAdmissionConfig:
+class GroupAdmissionConfig(MappingConfig):
     """
     Thresholds for the admission gates. Every gate is off by default.
 
@@ -88,18 +80,12 @@ class GroupAdmissionConfig:
     .. versionadded:: 0.1.0
     """
 
-    min_reward_std: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
-    min_reward_range: float = attrs.field(default=0.0, converter=as_float, validator=_threshold)
-    min_nontrivial_advantages: int = attrs.field(
-        default=0, converter=as_int, validator=(check_int, check_ge(0))
-    )
-    advantage_tolerance: float = attrs.field(default=1e-8, converter=as_float, validator=_threshold)
-    max_mean_pairwise_similarity: float | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_float),
-        validator=check_optional(check_real, check_finite, check_range(0, 1)),
-    )
-    similarity_ngram_size: int = attrs.field(default=3, converter=as_int, validator=(check_int, check_gt(0)))
+    min_reward_std: float = real_field(0.0, check_ge(0))
+    min_reward_range: float = real_field(0.0, check_ge(0))
+    min_nontrivial_advantages: int = int_field(0, check_ge(0))
+    advantage_tolerance: float = real_field(1e-8, check_ge(0))
+    max_mean_pairwise_similarity: float | None = real_field(None, check_range(0, 1), optional=True)
+    similarity_ngram_size: int = int_field(3, check_gt(0))
     gate_on: tuple[str, ...] | None = attrs.field(
         default=None, converter=_as_gate_on, validator=_check_gate_on
     )
@@ -113,32 +99,6 @@ class GroupAdmissionConfig:
     def similarity_gate_enabled(self) -> bool:
         """Whether the redundancy gate is on."""
         return self.max_mean_pairwise_similarity is not None
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> GroupAdmissionConfig:
-        """
-        Build a config from a mapping of field names, rejecting unknown keys.
-
-        Raises:
-            ValueError: a key is unknown or a value is out of range.
-            TypeError: a value has the wrong type.
-        """
-        return from_mapping(cls, mapping, source="GroupAdmissionConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> GroupAdmissionConfig:
-        """
-        Build a config from a YAML file, optionally from the mapping under ``key``.
-
-        An empty file, a missing ``key`` and a ``key`` set to null give the defaults. Needs
-        PyYAML: ``pip install 'group-admission[yaml]'``.
-
-        Raises:
-            ConfigurationError: the file is not valid YAML, or what should be a mapping
-                (the file, the section under ``key``) is not one.
-            TypeError, ValueError: a field is invalid, as in :meth:`from_mapping`.
-        """
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

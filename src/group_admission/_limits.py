@@ -17,14 +17,13 @@ from ._loading import from_mapping
 from ._reasons import RejectionReason
 from ._validation import (
     as_float,
-    as_int,
     check_ge,
-    check_int,
     check_one_of,
     check_optional,
     check_range,
     check_real,
     describe,
+    int_field,
 )
 
 __all__ = ["DropLimits", "LimitScope", "StepLabel", "check_step_label"]
@@ -90,18 +89,10 @@ class DropLimits:
         converter=attrs.converters.optional(as_float),
         validator=check_optional(check_real, check_range(0, 1)),
     )
-    max_rejected_groups: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(0)),
-    )
+    max_rejected_groups: int | None = int_field(None, check_ge(0), optional=True)
     scope: LimitScope = attrs.field(default="step", validator=check_one_of(("step", "run")))
     forceable_external: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_names)
-    max_consecutive_failed_groups: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
+    max_consecutive_failed_groups: int | None = int_field(None, check_ge(1), optional=True)
 
     @property
     def caps_drops(self) -> bool:

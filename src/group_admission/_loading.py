@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from types import EllipsisType
 from typing import Any, TypeVar
 
 import attrs
@@ -12,6 +13,7 @@ from ._exceptions import ConfigurationError
 from ._validation import describe
 
 __all__ = [
+    "MappingConfig",
     "coerce_config",
     "coerce_instance",
     "from_mapping",
@@ -21,6 +23,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+C = TypeVar("C", bound="MappingConfig")
 
 
 #: The extras that install torch: their install line carries the advice to pin it.
@@ -156,3 +159,47 @@ def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -
             msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(data)})"
             raise ConfigurationError(msg)
     return data
+
+
+class MappingConfig:
+    """
+    How every config class is built from a mapping of its fields or from a YAML file.
+
+    For frozen attrs config classes (``GroupAdmissionConfig``, ``SamplingBudgetConfig``, the
+    simulator's); each writes its own ``to_dict``. ``YAML_KEY`` names the section
+    :meth:`from_yaml` reads by default (``None``: the whole file).
+    """
+
+    __slots__ = ()
+    #: The section of a YAML file :meth:`from_yaml` reads when no ``key`` is given. Not a
+    #: ``ClassVar`` on purpose: the CLI resolves a config's annotations in its own module.
+    YAML_KEY: str | None = None
+
+    @classmethod
+    def from_mapping(cls: type[C], mapping: Mapping[str, Any]) -> C:
+        """
+        Build a config from a mapping of field names (nested configs as mappings), rejecting unknown keys.
+
+        Raises:
+            ValueError: a key is unknown or a value is out of range.
+            TypeError: a value has the wrong type.
+        """
+        return from_mapping(cls, mapping, source=f"{cls.__name__} mapping")
+
+    @classmethod
+    def from_yaml(cls: type[C], path: str | os.PathLike[str], *, key: str | EllipsisType | None = ...) -> C:
+        """
+        Build a config from a YAML file: the mapping under ``key`` (``None``: the whole file).
+
+        Without ``key``, the class's section (``YAML_KEY``): ``"simulation"`` for
+        ``SimulationConfig``, ``"pool"`` for ``PromptPoolConfig``, the whole file for the
+        others. An empty file, a missing ``key`` and a ``key`` set to null give the
+        defaults. Needs PyYAML: ``pip install 'group-admission[yaml]'``.
+
+        Raises:
+            ConfigurationError: the file is not valid YAML, or what should be a mapping
+                (the file, the section under ``key``) is not one.
+            TypeError, ValueError: a field is invalid, as in :meth:`from_mapping`.
+        """
+        section = cls.YAML_KEY if isinstance(key, EllipsisType) else key
+        return cls.from_mapping(load_yaml_mapping(path, key=section))

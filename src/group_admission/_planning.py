@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._validation import check_probability, describe, is_finite, is_real
+from ._validation import check_count, check_probability, describe, is_finite, is_real
 
 __all__ = [
     "binomial_groups_needed",
@@ -210,20 +210,15 @@ def binomial_groups_needed(remaining: int, rate: float, confidence: float) -> in
 
     .. versionadded:: 0.1.0
     """
-    if isinstance(remaining, bool) or not isinstance(remaining, numbers.Integral):
-        msg = f"'remaining' must be an integer (got {describe(remaining)})"
-        raise TypeError(msg)
+    remaining = check_count(remaining, "remaining")
     if not is_real(rate):
         msg = f"'rate' must be a real number (got {describe(rate)})"
         raise TypeError(msg)
     confidence = check_probability(confidence, "confidence")
-    if remaining < 0:
-        msg = f"'remaining' must be >= 0 (got {remaining})"
-        raise ValueError(msg)
     if not 0.0 < rate <= 1.0:
         msg = f"'rate' must be in (0, 1] (got {describe(rate)})"
         raise ValueError(msg)
-    remaining, rate = int(remaining), float(rate)
+    rate = float(rate)
     if remaining == 0:
         return 0
     if rate == 1.0:

@@ -22,14 +22,13 @@ in :func:`ngram_jaccard`.
 from __future__ import annotations
 
 import math
-import numbers
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from ._validation import describe, is_finite
+from ._validation import check_count, describe, is_finite
 
 __all__ = ["ngram_jaccard", "pairwise_similarities", "validate_scorer_value"]
 
@@ -84,13 +83,8 @@ def ngram_jaccard(a: str, b: str, n: int = 3) -> float:
         if not isinstance(text, str):
             msg = f"'{name}' must be a string (got {describe(text)})"
             raise TypeError(msg)
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        msg = f"'n' must be an integer (got {describe(n)})"
-        raise TypeError(msg)
-    if n < 1:
-        msg = f"'n' must be >= 1 (got {n})"
-        raise ValueError(msg)
-    grams_a, grams_b = _grams(a, int(n)), _grams(b, int(n))
+    size = check_count(n, "n", 1)
+    grams_a, grams_b = _grams(a, size), _grams(b, size)
     union = len(grams_a | grams_b)
     return len(grams_a & grams_b) / union if union else 1.0
 

@@ -19,6 +19,7 @@ __all__ = [
     "as_float",
     "as_int",
     "check_bool",
+    "check_choice",
     "check_count",
     "check_finite",
     "check_ge",
@@ -34,8 +35,11 @@ __all__ = [
     "deprecated",
     "describe",
     "field_check",
+    "int_field",
     "is_finite",
     "is_real",
+    "probability_field",
+    "real_field",
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -197,16 +201,23 @@ def check_range(low: float, high: float, *, low_open: bool = False) -> Validator
     return _check
 
 
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
+    """
+    Return ``value`` if it is one of ``choices`` (a mode, a scale, an action).
+
+    Raises:
+        ValueError: anything else, naming ``name`` and the choices.
+    """
+    if value not in choices:
+        names = ", ".join(repr(choice) for choice in choices)
+        msg = f"'{name}' must be one of {names} (got {describe(value)})"
+        raise ValueError(msg)
+    return value
+
+
 def check_one_of(choices: tuple[str, ...]) -> Validator:
-    """Require one of ``choices``."""
-    names = ", ".join(repr(choice) for choice in choices)
-
-    def _check(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
-            msg = f"'{attribute.name}' must be one of {names} (got {describe(value)})"
-            raise ValueError(msg)
-
-    return _check
+    """Require one of ``choices`` (the attrs validator of :func:`check_choice`)."""
+    return field_check(lambda value, name: check_choice(value, name, choices))
 
 
 def check_nonempty_strings(values: Iterable[object], name: str) -> None:
@@ -248,3 +259,42 @@ def check_optional(*validators: Validator) -> Validator:
             validator(inst, attribute, value)
 
     return _check
+
+
+def real_field(default: float | None, *checks: Validator, optional: bool = False) -> Any:
+    """
+    An attrs field holding a finite real number that passes ``checks`` (with ``optional``, or ``None``).
+
+    Ints and numpy scalars become floats. A non-number (a bool included) raises
+    ``TypeError``, a non-finite number ``ValueError``; then each of ``checks`` runs
+    (``check_ge(0)``, ``check_range(0, 1)``...).
+    """
+    if optional:
+        converter = attrs.converters.optional(as_float)
+        return attrs.field(
+            default=default, converter=converter, validator=check_optional(check_real, check_finite, *checks)
+        )
+    return attrs.field(default=default, converter=as_float, validator=(check_real, check_finite, *checks))
+
+
+def int_field(default: int | None, *checks: Validator, optional: bool = False) -> Any:
+    """
+    An attrs field holding an integer that passes ``checks`` (with ``optional``, or ``None``).
+
+    Integral numpy scalars become ints. A non-integer (a bool or a float included) raises
+    ``TypeError``; then each of ``checks`` runs (``check_ge(0)``...).
+    """
+    if optional:
+        converter = attrs.converters.optional(as_int)
+        return attrs.field(default=default, converter=converter, validator=check_optional(check_int, *checks))
+    return attrs.field(default=default, converter=as_int, validator=(check_int, *checks))
+
+
+def probability_field(default: float) -> Any:
+    """
+    An attrs field holding a probability strictly between 0 and 1 (``confidence``, ``top_up_below``).
+
+    :func:`real_field` with :func:`check_probability`: a non-number raises ``TypeError``,
+    a non-finite number or one outside ``(0, 1)`` ``ValueError``.
+    """
+    return real_field(default, field_check(check_probability))

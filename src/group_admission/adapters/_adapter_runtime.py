@@ -10,6 +10,8 @@ An adapter translates; this module owns what adapters would otherwise each rebui
 - :class:`SessionRegistry`: for hosts that load a function by import path and call it with
   their config (slime, ROLL's RLVR loop): one :class:`AdapterSession` per distinct
   settings mapping, built on first use, for the life of the process; ``reset()`` forgets them.
+- :class:`SessionHolder`: for hook objects a host builds with their settings (the
+  Challenger's hand-off, RAGEN's filter, twinkle's step): ``session``, ``policy``, ``stats``.
 - :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
   ROLL on each kept group): the counts judged since the last report under their metric
   names, plus the session's ``cumulative_effective_group_rate``.
@@ -44,7 +46,7 @@ import math
 import numbers
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -57,9 +59,14 @@ from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict, StepReport
-from .._validation import check_ge, check_int, check_optional, describe
+from .._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")
+
+#: What a host does when the budget stops a step short of its target: train on what it kept,
+#: or raise :class:`BudgetExhaustedError`.
+ExhaustionAction = Literal["train", "raise"]
+EXHAUSTION_ACTIONS: tuple[ExhaustionAction, ...] = ("train", "raise")
 
 
 class AdapterSettings(Protocol):
@@ -140,11 +147,11 @@ class AdapterSession(Generic[S]):
             from several threads).
     """
 
-    def __init__(self, settings: S, *, host: str) -> None:
+    def __init__(self, settings: S, *, host: str, budget: SamplingBudgetConfig | None = None) -> None:
         self.settings = settings
-        self.session = AdmissionSession(
-            settings.policy, budget=getattr(settings, "budget", None), limits=settings.limits, host=host
-        )
+        if budget is None:
+            budget = getattr(settings, "budget", None)
+        self.session = AdmissionSession(settings.policy, budget=budget, limits=settings.limits, host=host)
         self.window = ReportWindow(self.session)
         self.lock = threading.RLock()
         self._warned: set[str] = set()
@@ -160,6 +167,32 @@ class AdapterSession(Generic[S]):
             first = key not in self._warned
             self._warned.add(key)
         return first
+
+
+class SessionHolder:
+    """
+    A host object built with its settings, holding one session: shows it, its policy and its counts.
+
+    For the hooks a host constructs (the Challenger's hand-off, RAGEN's filter, twinkle's
+    admission step); set ``_session`` in ``__init__``.
+    """
+
+    _session: AdmissionSession
+
+    @property
+    def session(self) -> AdmissionSession:
+        """The session that judges, counts and plans."""
+        return self._session
+
+    @property
+    def policy(self) -> GroupAdmissionPolicy:
+        """The admission policy."""
+        return self._session.policy
+
+    @property
+    def stats(self) -> AdmissionStats:
+        """A copy of the admission counts over the object's life."""
+        return self._session.stats
 
 
 class SessionRegistry(Generic[A]):
@@ -299,25 +332,14 @@ def as_limits(value: Any) -> DropLimits:
     return coerce_config(DropLimits, value, name="limits")
 
 
+def on_exhausted_field() -> Any:
+    """The ``on_exhausted`` setting: ``"train"`` (the default) on what the step kept, or ``"raise"``."""
+    return attrs.field(default="train", validator=check_one_of(EXHAUSTION_ACTIONS))
+
+
 def failed_streak_field() -> Any:
     """The ``max_consecutive_failed_groups`` setting: an integer >= 1 or ``None``, 8 by default."""
-    return attrs.field(default=8, validator=check_optional(check_int, check_ge(1)))
-
-
-def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require a real bool (YAML ``true``/``false``), not a truthy string or number."""
-    if not isinstance(value, bool):
-        msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
-        raise TypeError(msg)
-
-
-def check_ratio(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require ``None`` or a number in ``[0, 1]``."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
-        msg = f"'{attribute.name}' must be null or a number in [0, 1] (got {describe(value)})"
-        raise ValueError(msg)
+    return int_field(8, check_ge(1), optional=True)
 
 
 def to_str_tuple(value: Any) -> Any:

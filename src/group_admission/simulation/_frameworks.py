@@ -10,7 +10,7 @@ arrive, which is what slime's drop rule depends on.
 from __future__ import annotations
 
 import heapq
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import numpy as np
@@ -18,12 +18,12 @@ import numpy.typing as npt
 
 from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
-from .._validation import as_int, check_ge, check_int, check_optional
+from .._validation import check_bool, check_ge, int_field
 from ._flights import Flight, InFlight
 from ._limits import MAX_STEP_SAMPLES, check_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
-from ._strategies import check_bool, check_name, strategy_dict, validate_fields
+from ._strategies import AnyConfig, StrategyBase, check_name, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
@@ -32,7 +32,7 @@ _STEP = "the most a simulated step draws before its safety limit ends it"
 
 
 @attrs.frozen(kw_only=True)
-class SlimeWaves:
+class SlimeWaves(StrategyBase):
     """
     slime's over-sampling waves (``generate_rollout_async``) with a dynamic filter.
 
@@ -61,11 +61,7 @@ class SlimeWaves:
     """
 
     kind: ClassVar[str] = "slime"
-    over_sampling_batch_size: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
+    over_sampling_batch_size: int | None = int_field(None, check_ge(1), optional=True)
     keep_when_insufficient: bool = attrs.field(default=False, validator=check_bool)
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
@@ -156,13 +152,9 @@ class SlimeWaves:
             return kept + 1, informative + admitted, remaining, surplus, True
         return kept, informative, remaining, surplus + 1, False  # kept beyond the target: discarded
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class DapoDynamicSampling:
+class DapoDynamicSampling(StrategyBase):
     """
     verl's DAPO dynamic sampling (``algorithm.filter_groups``).
 
@@ -186,12 +178,8 @@ class DapoDynamicSampling:
     """
 
     kind: ClassVar[str] = "dapo"
-    gen_batch_size: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
-    max_num_gen_batches: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
+    gen_batch_size: int | None = int_field(None, check_ge(1), optional=True)
+    max_num_gen_batches: int = int_field(0, check_ge(0))
     name: str = attrs.field(validator=check_name)
 
     @name.default
@@ -245,13 +233,9 @@ class DapoDynamicSampling:
             exhausted_slots=target,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class RollResampling:
+class RollResampling(AnyConfig):
     """
     ROLL's resample-until-full loop (RLVR ``query_filter`` path), with no cap.
 
@@ -270,9 +254,6 @@ class RollResampling:
 
     kind: ClassVar[str] = "roll"
     name: str = attrs.field(default="roll", validator=check_name)
-
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Run ``target`` slots, replacing each rejected group with a fresh prompt."""
@@ -326,7 +307,3 @@ class RollResampling:
             first_round=(target, int((first == ADMITTED_CODE).sum())),
             time=clock,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

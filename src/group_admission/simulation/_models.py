@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -10,18 +9,14 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._loading import from_mapping, load_yaml_mapping
+from .._loading import MappingConfig, from_mapping
 from .._validation import (
-    as_float,
-    as_int,
-    check_finite,
     check_ge,
     check_gt,
-    check_int,
-    check_optional,
     check_range,
-    check_real,
     describe,
+    int_field,
+    real_field,
 )
 from ._limits import (
     MAX_RESPONSE_TOKENS,
@@ -47,8 +42,6 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 
-_positive = (check_real, check_finite, check_gt(0))
-_non_negative = (check_real, check_finite, check_ge(0))
 
 #: The coefficients of variation that the Gamma draw resolves: below the low end, 1 / cv^2
 #: overflows; above the high end, almost every response is one token long.
@@ -90,8 +83,8 @@ class BinaryTaskModel:
     kind: ClassVar[str] = "binary"
     components: ClassVar[tuple[str, ...]] = ("outcome",)
 
-    alpha: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
-    beta: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
+    alpha: float = real_field(1.0, check_gt(0))
+    beta: float = real_field(1.0, check_gt(0))
 
     @property
     def mean_pass_rate(self) -> float:
@@ -147,20 +140,12 @@ class CompositeTaskModel:
     kind: ClassVar[str] = "composite"
     components: ClassVar[tuple[str, ...]] = ("outcome", "shaping")
 
-    alpha: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
-    beta: float = attrs.field(default=1.0, converter=as_float, validator=_positive)
-    shaping_mean: float = attrs.field(
-        default=0.0, converter=as_float, validator=(check_real, check_finite, check_range(*_SHAPING_RANGE))
-    )
-    shaping_spread: float = attrs.field(
-        default=0.01, converter=as_float, validator=(*_non_negative, check_range(0, _SHAPING_RANGE[1]))
-    )
-    shaping_resolution: float = attrs.field(
-        default=0.01, converter=as_float, validator=(*_positive, check_range(*_RESOLUTION_RANGE))
-    )
-    shaping_task_share: float = attrs.field(
-        default=1.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
-    )
+    alpha: float = real_field(1.0, check_gt(0))
+    beta: float = real_field(1.0, check_gt(0))
+    shaping_mean: float = real_field(0.0, check_range(*_SHAPING_RANGE))
+    shaping_spread: float = real_field(0.01, check_ge(0), check_range(0, _SHAPING_RANGE[1]))
+    shaping_resolution: float = real_field(0.01, check_gt(0), check_range(*_RESOLUTION_RANGE))
+    shaping_task_share: float = real_field(1.0, check_range(0, 1))
 
     @property
     def mean_pass_rate(self) -> float:
@@ -238,17 +223,9 @@ class ResponseLengthModel:
     .. versionadded:: 0.1.0
     """
 
-    mean_tokens: float = attrs.field(
-        default=512.0,
-        converter=as_float,
-        validator=(check_real, check_finite, check_ge(1), _check_at_most_tokens),
-    )
-    cv: float = attrs.field(default=0.5, converter=as_float, validator=(*_non_negative, _check_cv))
-    max_tokens: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1), _check_at_most_tokens),
-    )
+    mean_tokens: float = real_field(512.0, check_ge(1), _check_at_most_tokens)
+    cv: float = real_field(0.5, check_ge(0), _check_cv)
+    max_tokens: int | None = int_field(None, check_ge(1), _check_at_most_tokens, optional=True)
 
     def draw(self, rng: np.random.Generator, shape: tuple[int, int]) -> npt.NDArray[np.int64]:
         """Draw response lengths of the given shape."""
@@ -291,11 +268,7 @@ class EngineModel:
     .. versionadded:: 0.2.0
     """
 
-    half_speed_sequences: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
+    half_speed_sequences: int | None = int_field(None, check_ge(1), optional=True)
 
     def wall_time(self, decoding_steps: float, tokens: int) -> float:
         """The time of a step that took ``decoding_steps`` steps to generate ``tokens`` tokens."""
@@ -333,7 +306,6 @@ def _check_instance(kind: type | tuple[type, ...], label: str) -> Any:
     return _check
 
 
-_count = (check_int, check_ge(1))
 check_steps = check_at_most(MAX_STEPS, "steps", "the most a simulation runs")
 check_rounds = check_at_most(MAX_ROUNDS, "rounds", "the most one simulated step runs")
 
@@ -348,7 +320,7 @@ def check_target(target_groups: int, group_size: int, safety_max_rounds: int) ->
 
 
 @attrs.frozen(kw_only=True)
-class SimulationConfig:
+class SimulationConfig(MappingConfig):
     """
     What to simulate: the tasks, the group shape, the target and how many steps.
 
@@ -376,6 +348,7 @@ class SimulationConfig:
     .. versionadded:: 0.1.0
     """
 
+    YAML_KEY = "simulation"
     tasks: TaskModel = attrs.field(
         factory=BinaryTaskModel,
         converter=_as_tasks,
@@ -391,14 +364,12 @@ class SimulationConfig:
         converter=_as_engine,
         validator=_check_instance(EngineModel, "an EngineModel or a mapping"),
     )
-    group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
-    target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
-    steps: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_steps))
-    seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
-    failure_rate: float = attrs.field(
-        default=0.0, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
-    )
-    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
+    group_size: int = int_field(8, check_ge(1))
+    target_groups: int = int_field(16, check_ge(1))
+    steps: int = int_field(100, check_ge(1), check_steps)
+    seed: int = int_field(0, check_ge(0))
+    failure_rate: float = real_field(0.0, check_range(0, 1))
+    safety_max_rounds: int = int_field(100, check_ge(1), check_rounds)
 
     def __attrs_post_init__(self) -> None:
         check_target(self.target_groups, self.group_size, self.safety_max_rounds)
@@ -408,22 +379,6 @@ class SimulationConfig:
         if value >= 1.0:
             msg = f"'{attribute.name}' must be < 1, or no group could ever be admitted (got {value!r})"
             raise ValueError(msg)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> SimulationConfig:
-        """
-        Build a config from a mapping of its fields (``tasks`` and ``lengths`` as mappings).
-
-        Raises:
-            ValueError: a key is unknown or a value is out of range.
-            TypeError: a value has the wrong type.
-        """
-        return from_mapping(cls, mapping, source="SimulationConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = "simulation") -> SimulationConfig:
-        """Build a config from the ``simulation`` mapping of a YAML file (needs PyYAML)."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain, YAML- and JSON-safe dict."""

@@ -17,20 +17,20 @@ from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
+from .._validation import (
+    check_bool,
+    check_ge,
+    check_range,
+    describe,
+    probability_field,
+    real_field,
+)
 from ._flights import InFlight
 from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._prompt_pool import PoolContext, PromptPoolConfig
 from ._results import StepOutcome
-from ._strategies import (
-    check_bool,
-    check_name,
-    check_optional_budget,
-    strategy_dict,
-    to_budget,
-    validate_fields,
-)
+from ._strategies import StrategyBase, StrategyShape, budget_field, check_name, validate_fields
 from ._stream import StepContext
 
 __all__ = [
@@ -38,18 +38,13 @@ __all__ = [
     "OracleSkipping",
     "PoolController",
     "PoolStrategy",
+    "SessionPoolStrategy",
     "StreamingLaunches",
 ]
 
 
-def _check_confidence(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not 0.0 < value < 1.0:
-        msg = f"'{attribute.name}' must be in (0, 1) (got {value!r})"
-        raise ValueError(msg)
-
-
 @attrs.frozen(kw_only=True)
-class StreamingLaunches:
+class StreamingLaunches(StrategyBase):
     """
     A streaming host run by :meth:`AdmissionSession.stream_plan`: launch, top up, abort at the target.
 
@@ -77,15 +72,9 @@ class StreamingLaunches:
     """
 
     kind: ClassVar[str] = "streaming"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
-    confidence: float = attrs.field(
-        default=0.99, converter=as_float, validator=(check_real, check_finite, _check_confidence)
-    )
-    race: float = attrs.field(
-        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
+    confidence: float = probability_field(0.99)
+    race: float = real_field(1.0, check_ge(1))
     partial_rollout: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
 
@@ -161,37 +150,16 @@ class StreamingLaunches:
             context.memory["carried"] = carried
         return outcome
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @runtime_checkable
-class PoolStrategy(Protocol):
+class PoolStrategy(StrategyShape[PromptPoolConfig, PoolContext, None], Protocol):
     """
     What :func:`simulate_pool` needs from a strategy: one step at a time on a :class:`PoolContext`.
 
+    Its :meth:`run_step` returns nothing: the context keeps the tally.
+
     .. versionadded:: 0.2.0
     """
-
-    kind: ClassVar[str]
-
-    @property
-    def name(self) -> str:
-        """The strategy's label in tables and results."""
-        ...
-
-    def check(self, config: PromptPoolConfig) -> None:
-        """Raise ``ValueError`` if the strategy cannot run on ``config``."""
-        ...
-
-    def run_step(self, context: PoolContext) -> None:
-        """Simulate one step; the context keeps the tally."""
-        ...
-
-    def to_dict(self) -> dict[str, Any]:
-        """The strategy's settings, with its ``kind``."""
-        ...
 
 
 def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBudgetConfig:
@@ -216,8 +184,36 @@ def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> 
     return session
 
 
+class SessionPoolStrategy(StrategyBase):
+    """
+    A pool strategy that runs each pool step as one :class:`AdmissionSession` step under its ``budget``.
+
+    Subclasses are attrs classes with ``budget`` and ``name`` fields, and implement
+    :meth:`rounds`: the rounds of one step, between ``begin_step`` and ``end_step``.
+    """
+
+    __slots__ = ()
+    budget: SamplingBudgetConfig | None
+    name: str
+
+    def check(self, config: PromptPoolConfig) -> None:
+        """Refuse a budget that lets a step generate more than a simulation draws."""
+        check_pool_budget(self.budget, config, self.name)
+
+    def run_step(self, context: PoolContext) -> None:
+        """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
+        session = _pool_session(context, self.budget)
+        session.begin_step(context.target_groups)
+        self.rounds(context, session)
+        session.end_step()
+
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
+        """The step's rounds."""
+        raise NotImplementedError
+
+
 @attrs.frozen(kw_only=True)
-class PoolController:
+class PoolController(SessionPoolStrategy):
     """
     The round controller alone: prompts in epoch order, rounds sized by one batch-wide rate.
 
@@ -230,29 +226,16 @@ class PoolController:
     """
 
     kind: ClassVar[str] = "controller"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="controller", validator=check_name)
 
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
-
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Plan rounds with :meth:`AdmissionSession.plan` until the target is met or exhausted."""
-        session = _pool_session(context, self.budget)
-        session.begin_step(context.target_groups)
         # The first round uses the rate carried from the last step (the target without one).
         count = session.plan(num_generations=context.group_size).extra_groups
         while count and context.more_rounds:
             context.generate(context.next_prompts(count), session)
             count = session.plan(num_generations=context.group_size).extra_groups
-        session.end_step()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
 
 
 def _history_fields(value: Any) -> Any:
@@ -270,7 +253,7 @@ def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class HistorySkipping:
+class HistorySkipping(SessionPoolStrategy):
     """
     A :class:`PromptHistory` picks the prompts; :meth:`AdmissionSession.pick_prompts` sizes each round.
 
@@ -290,19 +273,13 @@ class HistorySkipping:
 
     kind: ClassVar[str] = "history"
     history: dict[str, Any] = attrs.field(factory=dict, converter=_history_fields, validator=_check_history)
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(validator=check_name)
 
     @name.default
     def _default_name(self) -> str:
         validate_fields(self, "history")
         return "greso" if self.history.get("mode") == "greso" else "history"
-
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
 
     def prompt_history(self, context: PoolContext) -> PromptHistory:
         """The strategy's history (built at the first step, kept in the context's memory)."""
@@ -313,18 +290,15 @@ class HistorySkipping:
         assert isinstance(history, PromptHistory)
         return history
 
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Pick, size, generate and observe rounds until the target is met or exhausted."""
-        session = _pool_session(context, self.budget)
         history = self.prompt_history(context)
-        session.begin_step(context.target_groups)
         while context.more_rounds:
             plan = self._plan(context, session, history)
             if not plan.generate:
                 break
             result = context.generate(list(plan.generate), session)
             history.observe_batch(plan.generate, result, step=session.step)
-        session.end_step()
 
     @staticmethod
     def _plan(context: PoolContext, session: AdmissionSession, history: PromptHistory) -> Any:
@@ -342,13 +316,9 @@ class HistorySkipping:
         context.put_back(list(plan.deferred))
         return plan
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class OracleSkipping:
+class OracleSkipping(SessionPoolStrategy):
     """
     A reference bound: skips the prompts whose *true* informative probability is below a threshold.
 
@@ -365,22 +335,12 @@ class OracleSkipping:
     """
 
     kind: ClassVar[str] = "oracle_skip"
-    skip_below: float = attrs.field(
-        default=0.1, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
-    )
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
-    )
+    skip_below: float = real_field(0.1, check_range(0, 1))
+    budget: SamplingBudgetConfig | None = budget_field()
     name: str = attrs.field(default="oracle_skip", validator=check_name)
 
-    def check(self, config: PromptPoolConfig) -> None:
-        """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
-
-    def run_step(self, context: PoolContext) -> None:
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
         """Skip by the truth, size by the truth, until the target is met or a cap binds."""
-        session = _pool_session(context, self.budget)
-        session.begin_step(context.target_groups)
         rates, size = context.rates(), context.group_size
         informative = 1.0 - rates**size - (1.0 - rates) ** size
         confidence = session.controller.config.confidence
@@ -403,8 +363,3 @@ class OracleSkipping:
             if not count:
                 break
             context.generate(kept[:count], session)
-        session.end_step()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

@@ -15,7 +15,7 @@ from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
 from ._prompt_pool import DIFFICULTY_BINS, PoolContext, PromptPool, PromptPoolConfig
 from ._results import NamedResults, aligned_table
-from ._simulate import check_simulated_policy
+from ._simulate import simulated_policy
 
 __all__ = [
     "POOL_STRATEGY_KINDS",
@@ -228,10 +228,7 @@ def simulate_pool(
     .. versionadded:: 0.2.0
     """
     config = coerce_config(PromptPoolConfig, config)
-    if policy is None:
-        policy = GroupAdmissionConfig(min_reward_std=1e-6)
-    judge = policy if isinstance(policy, GroupAdmissionPolicy) else GroupAdmissionPolicy(policy)
-    check_simulated_policy(judge.config, None)
+    judge = simulated_policy(policy, None)
     chosen = as_pool_strategies(strategies)
     for strategy in chosen:
         strategy.check(config)

@@ -14,7 +14,6 @@ as it would have been (was the skip right?), and strategies differ only by what 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,10 +23,15 @@ import numpy.typing as npt
 
 from .._batch import BatchAdmissionResult
 from .._history import PromptId
-from .._loading import from_mapping, load_yaml_mapping
+from .._loading import MappingConfig, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession
-from .._validation import as_float, as_int, check_finite, check_ge, check_int, check_range, check_real
+from .._validation import (
+    check_ge,
+    check_range,
+    int_field,
+    real_field,
+)
 from ._limits import MAX_POOL_SAMPLES, check_samples
 from ._models import ResponseLengthModel, check_rounds, check_steps, check_target
 
@@ -45,7 +49,6 @@ DIFFICULTY_BINS: tuple[tuple[str, float], ...] = (
     ("solved (>=0.98)", float("inf")),
 )
 _EDGES = np.array([edge for _, edge in DIFFICULTY_BINS[:-1]])
-_count = (check_int, check_ge(1))
 #: Epoch orders a pool keeps (each is recomputed from its seed when needed again).
 _ORDERS_KEPT = 16
 
@@ -69,7 +72,7 @@ def _check_lengths(_inst: object, attribute: attrs.Attribute[Any], value: object
 
 
 @attrs.frozen(kw_only=True)
-class PromptPoolConfig:
+class PromptPoolConfig(MappingConfig):
     """
     A prompt pool and the run over it.
 
@@ -101,40 +104,25 @@ class PromptPoolConfig:
     .. versionadded:: 0.2.0
     """
 
-    size: int = attrs.field(default=512, converter=as_int, validator=_count)
-    group_size: int = attrs.field(default=8, converter=as_int, validator=_count)
-    target_groups: int = attrs.field(default=16, converter=as_int, validator=_count)
-    steps: int = attrs.field(default=300, converter=as_int, validator=(*_count, check_steps))
-    seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
-    logit_mean: float = attrs.field(default=-1.0, converter=as_float, validator=(check_real, check_finite))
-    logit_std: float = attrs.field(
-        default=4.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
-    )
-    learnable_share: float = attrs.field(
-        default=0.5, converter=as_float, validator=(check_real, check_finite, check_range(0, 1))
-    )
-    learning_rate: float = attrs.field(
-        default=2.0, converter=as_float, validator=(check_real, check_finite, check_ge(0))
-    )
+    YAML_KEY = "pool"
+    size: int = int_field(512, check_ge(1))
+    group_size: int = int_field(8, check_ge(1))
+    target_groups: int = int_field(16, check_ge(1))
+    steps: int = int_field(300, check_ge(1), check_steps)
+    seed: int = int_field(0, check_ge(0))
+    logit_mean: float = real_field(-1.0)
+    logit_std: float = real_field(4.0, check_ge(0))
+    learnable_share: float = real_field(0.5, check_range(0, 1))
+    learning_rate: float = real_field(2.0, check_ge(0))
     lengths: ResponseLengthModel = attrs.field(
         factory=ResponseLengthModel, converter=_as_lengths, validator=_check_lengths
     )
-    safety_max_rounds: int = attrs.field(default=100, converter=as_int, validator=(*_count, check_rounds))
+    safety_max_rounds: int = int_field(100, check_ge(1), check_rounds)
 
     def __attrs_post_init__(self) -> None:
         check_target(self.target_groups, self.group_size, self.safety_max_rounds)
         why = "the most a simulated pool draws per step (a group of every prompt)"
         check_samples({"size": self.size, "group_size": self.group_size}, MAX_POOL_SAMPLES, why)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> PromptPoolConfig:
-        """Build a config from a mapping of its fields (``lengths`` as a mapping)."""
-        return from_mapping(cls, mapping, source="PromptPoolConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = "pool") -> PromptPoolConfig:
-        """Build a config from the ``pool`` mapping of a YAML file (needs PyYAML)."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain, YAML- and JSON-safe dict."""

@@ -334,6 +334,23 @@ class StrategyResult:
         return data
 
 
+#: The step counts a :class:`StrategyResult` holds summed over its steps.
+_SUMMED = (
+    "generated_groups",
+    "generated_samples",
+    "generated_tokens",
+    "aborted_groups",
+    "carried_groups",
+    "resumed_groups",
+    "resumed_steps",
+    "discarded_groups",
+    "surplus_groups",
+    "delivered_groups",
+    "delivered_informative",
+    "admitted_groups",
+)
+
+
 def summarize(name: str, kind: str, outcomes: Sequence[StepOutcome]) -> StrategyResult:
     """
     Aggregate step outcomes into a :class:`StrategyResult` (ratios of summed counts).
@@ -365,19 +382,8 @@ def summarize(name: str, kind: str, outcomes: Sequence[StepOutcome]) -> Strategy
         rounds_per_step=sum(rounds) / len(rounds),
         max_rounds_per_step=max(rounds),
         time_per_step=sum(o.generation_time for o in outcomes) / len(outcomes),
-        generated_groups=sum(o.generated_groups for o in outcomes),
-        generated_samples=sum(o.generated_samples for o in outcomes),
-        generated_tokens=sum(o.generated_tokens for o in outcomes),
-        aborted_groups=sum(o.aborted_groups for o in outcomes),
-        carried_groups=sum(o.carried_groups for o in outcomes),
-        resumed_groups=sum(o.resumed_groups for o in outcomes),
-        resumed_steps=sum(o.resumed_steps for o in outcomes),
+        **{name: sum(getattr(o, name) for o in outcomes) for name in _SUMMED},
         oldest_resumed=max(o.oldest_resumed for o in outcomes),
-        discarded_groups=sum(o.discarded_groups for o in outcomes),
-        surplus_groups=sum(o.surplus_groups for o in outcomes),
-        delivered_groups=sum(o.delivered_groups for o in outcomes),
-        delivered_informative=sum(o.delivered_informative for o in outcomes),
-        admitted_groups=sum(o.admitted_groups for o in outcomes),
         rejected=rejected,
         exhausted_steps=sum(o.stop == "budget_exhausted" and o.exhausted_slots > 0 for o in outcomes),
         error_steps=sum(o.stop == "max_num_gen_batches" for o in outcomes),

@@ -9,7 +9,7 @@ import attrs
 
 from .._budget import SamplingBudgetConfig
 from .._config import GroupAdmissionConfig
-from .._loading import coerce_config, from_mapping
+from .._loading import coerce_config, coerce_instance, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
@@ -37,6 +37,7 @@ __all__ = [
     "prepare_simulation",
     "run_simulation",
     "simulate",
+    "simulated_policy",
     "strategy_from_mapping",
 ]
 
@@ -141,18 +142,18 @@ def default_strategies(
     )
 
 
-def _as_policy(policy: Any) -> GroupAdmissionPolicy:
-    if policy is None:
-        policy = DEFAULT_POLICY
-    if isinstance(policy, (GroupAdmissionConfig, Mapping)):
-        policy = GroupAdmissionPolicy(policy)
-    if not isinstance(policy, GroupAdmissionPolicy):
-        msg = (
-            "'policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, a mapping or None "
-            f"(got {describe(policy)})"
-        )
-        raise TypeError(msg)
-    return policy
+def simulated_policy(policy: Any, simulation: SimulationConfig | None) -> GroupAdmissionPolicy:
+    """
+    The policy of a simulation (``None``: :data:`DEFAULT_POLICY`), checked by :func:`check_simulated_policy`.
+
+    Raises:
+        TypeError: ``policy`` is not a policy, a config, a mapping or ``None``.
+        ValueError: simulated groups cannot be judged by it.
+    """
+    chosen = DEFAULT_POLICY if policy is None else policy
+    judge = coerce_instance(chosen, GroupAdmissionPolicy, GroupAdmissionConfig, name="policy")
+    check_simulated_policy(judge.config, simulation)
+    return judge
 
 
 def check_simulated_policy(policy: GroupAdmissionConfig, simulation: SimulationConfig | None) -> None:
@@ -259,27 +260,22 @@ class PreparedSimulation:
 
 
 def prepare_simulation(
-    config: SimulationConfig | Mapping[str, Any] | None = None,
+    config: SimulationConfig | Mapping[str, Any] | None,
     *,
-    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
-    strategies: Iterable[Strategy | str | Mapping[str, Any]] | None = None,
-    budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
+    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None,
+    strategies: Iterable[Strategy | str | Mapping[str, Any]] | None,
+    budget: SamplingBudgetConfig | Mapping[str, Any] | None,
 ) -> PreparedSimulation:
     """
-    Check and build every input of :func:`simulate`, without simulating anything.
+    Check and build every input of :func:`simulate` (which gives the defaults), without simulating anything.
 
     Raises:
         ValueError, TypeError: a config, policy or strategy is invalid, or a strategy
             cannot run on the config.
     """
     config = coerce_config(SimulationConfig, config)
-    judge = _as_policy(policy)
-    check_simulated_policy(judge.config, config)
-    if budget is not None:
-        budget = to_budget(budget)
-        if not isinstance(budget, SamplingBudgetConfig):
-            msg = f"'budget' must be a SamplingBudgetConfig, a mapping or None (got {describe(budget)})"
-            raise TypeError(msg)
+    judge = simulated_policy(policy, config)
+    budget = None if budget is None else coerce_config(SamplingBudgetConfig, budget, name="budget")
     chosen = _as_strategies(strategies, budget, config)
     for strategy in chosen:
         strategy.check(config)

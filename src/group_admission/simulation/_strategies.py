@@ -9,28 +9,39 @@ would. None re-implements a gate or a plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import numpy as np
 
-from .._budget import SamplingBudgetConfig
+from .._budget import PLANNING_MODES, SamplingBudgetConfig
 from .._host_rules.ragen import ragen_top_p
 from .._session import AdmissionSession
-from .._validation import as_float, check_finite, check_ge, check_range, check_real, describe
+from .._validation import (
+    check_bool,
+    check_ge,
+    check_one_of,
+    check_optional,
+    check_range,
+    describe,
+    real_field,
+)
 from ._limits import check_budget_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally, StopReason
 from ._stream import StepContext
 
 __all__ = [
+    "AnyConfig",
     "ControllerResampling",
     "NoFiltering",
     "Oracle",
     "PerTaskRetry",
     "RagenTopP",
     "Strategy",
-    "check_bool",
+    "StrategyBase",
+    "StrategyShape",
+    "budget_field",
     "check_name",
     "check_optional_budget",
     "ragen_top_p",
@@ -40,16 +51,18 @@ __all__ = [
 ]
 
 
-@runtime_checkable
-class Strategy(Protocol):
+C_contra = TypeVar("C_contra", contravariant=True)
+X_contra = TypeVar("X_contra", contravariant=True)
+O_co = TypeVar("O_co", covariant=True)
+
+
+class StrategyShape(Protocol[C_contra, X_contra, O_co]):
     """
-    What the simulator needs from a strategy.
+    The shape of every simulator strategy: checked against a config ``C``, run on a step context ``X``.
 
     ``kind`` names the strategy family, ``name`` this configured instance (unique within
     one simulation). :meth:`check` rejects a strategy that cannot run on ``config``
     before anything is simulated; :meth:`run_step` simulates one step.
-
-    .. versionadded:: 0.1.0
     """
 
     kind: ClassVar[str]
@@ -59,11 +72,11 @@ class Strategy(Protocol):
         """The strategy's label in tables and results."""
         ...
 
-    def check(self, config: SimulationConfig) -> None:
+    def check(self, config: C_contra) -> None:
         """Raise ``ValueError`` if the strategy cannot run on ``config``."""
         ...
 
-    def run_step(self, context: StepContext) -> StepOutcome:
+    def run_step(self, context: X_contra) -> O_co:
         """Simulate one step."""
         ...
 
@@ -72,17 +85,19 @@ class Strategy(Protocol):
         ...
 
 
+@runtime_checkable
+class Strategy(StrategyShape[SimulationConfig, StepContext, StepOutcome], Protocol):
+    """
+    What :func:`simulate` needs from a strategy: each step on a :class:`StepContext`, returning its outcome.
+
+    .. versionadded:: 0.1.0
+    """
+
+
 def check_name(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     """Require a non-empty string."""
     if not isinstance(value, str) or not value:
         msg = f"'{attribute.name}' must be a non-empty string (got {describe(value)})"
-        raise TypeError(msg)
-
-
-def check_bool(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require a bool."""
-    if not isinstance(value, bool):
-        msg = f"'{attribute.name}' must be true or false (got {describe(value)})"
         raise TypeError(msg)
 
 
@@ -125,8 +140,32 @@ def strategy_dict(strategy: Any) -> dict[str, Any]:
     return data
 
 
+def budget_field() -> Any:
+    """A strategy's ``budget``: ``None``, a :class:`SamplingBudgetConfig` or a mapping of its fields."""
+    return attrs.field(default=None, converter=to_budget, validator=check_optional_budget)
+
+
+class StrategyBase:
+    """What every strategy class shares: :meth:`to_dict` (its attrs fields and its ``kind``)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings, with the ``kind``."""
+        return strategy_dict(self)
+
+
+class AnyConfig(StrategyBase):
+    """A strategy of :func:`simulate` that runs on any :class:`SimulationConfig`."""
+
+    __slots__ = ()
+
+    def check(self, config: SimulationConfig) -> None:
+        """Runs on any config."""
+
+
 @attrs.frozen(kw_only=True)
-class NoFiltering:
+class NoFiltering(AnyConfig):
     """
     Generate the target and train on every group, informative or not.
 
@@ -135,9 +174,6 @@ class NoFiltering:
 
     kind: ClassVar[str] = "no_filtering"
     name: str = attrs.field(default="no_filtering", validator=check_name)
-
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate ``target`` groups and deliver them all."""
@@ -151,13 +187,9 @@ class NoFiltering:
             stop="no_resampling",
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class RagenTopP:
+class RagenTopP(AnyConfig):
     """
     RAGEN's rollout filter: generate the target once, keep the top-p share by reward std.
 
@@ -176,24 +208,15 @@ class RagenTopP:
     """
 
     kind: ClassVar[str] = "ragen"
-    top_p: float = attrs.field(
-        default=0.9,
-        converter=as_float,
-        validator=(check_real, check_finite, check_range(0, 1, low_open=True)),
-    )
+    top_p: float = real_field(0.9, check_range(0, 1, low_open=True))
     include_zero: bool = attrs.field(default=True, validator=check_bool)
-    selection_eps: float = attrs.field(
-        default=0.01, converter=as_float, validator=(check_real, check_finite, check_ge(0))
-    )
+    selection_eps: float = real_field(0.01, check_ge(0))
     name: str = attrs.field(validator=check_name)
 
     @name.default
     def _default_name(self) -> str:
         validate_fields(self, "top_p")
         return f"ragen(top_p={self.top_p:g})"
-
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate ``target`` groups and deliver RAGEN's selection."""
@@ -214,19 +237,9 @@ class RagenTopP:
             stop="no_resampling",
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
-
-def _check_mode(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value not in (None, "expected", "confidence"):
-        msg = f"'{attribute.name}' must be 'expected', 'confidence' or None (got {describe(value)})"
-        raise ValueError(msg)
-
 
 @attrs.frozen(kw_only=True)
-class ControllerResampling:
+class ControllerResampling(StrategyBase):
     """
     This SDK's :class:`AdmissionSession`, step by step, as a trainer runs it.
 
@@ -249,10 +262,10 @@ class ControllerResampling:
     """
 
     kind: ClassVar[str] = "controller"
-    budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=to_budget, validator=check_optional_budget
+    budget: SamplingBudgetConfig | None = budget_field()
+    mode: Literal["expected", "confidence"] | None = attrs.field(
+        default=None, validator=check_optional(check_one_of(PLANNING_MODES))
     )
-    mode: Literal["expected", "confidence"] | None = attrs.field(default=None, validator=_check_mode)
     carry_rate: bool = attrs.field(default=False, validator=check_bool)
     name: str = attrs.field(validator=check_name)
 
@@ -309,17 +322,13 @@ class ControllerResampling:
             exhausted_slots=report.short_groups,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 def _pull_request_budget() -> SamplingBudgetConfig:
     return SamplingBudgetConfig(max_extra_groups=2, max_resample_rounds=1)
 
 
 @attrs.frozen(kw_only=True)
-class PerTaskRetry:
+class PerTaskRetry(StrategyBase):
     """
     The twinkle pull request's bounded per-task retry.
 
@@ -391,13 +400,9 @@ class PerTaskRetry:
             exhausted_slots=target - informative if cut else exhausted,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
-
 
 @attrs.frozen(kw_only=True)
-class Oracle:
+class Oracle(AnyConfig):
     """
     The lower bound on groups for a strategy that trains on the tasks it draws.
 
@@ -419,9 +424,6 @@ class Oracle:
     kind: ClassVar[str] = "oracle"
     name: str = attrs.field(default="oracle", validator=check_name)
 
-    def check(self, config: SimulationConfig) -> None:
-        """Runs on any config."""
-
     def run_step(self, context: StepContext) -> StepOutcome:
         """Generate waves of exactly the missing count until the target is met."""
         tally = StepTally(context.group_size)
@@ -439,7 +441,3 @@ class Oracle:
             stop="safety_limit" if missing else "target_met",
             exhausted_slots=missing,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)

@@ -491,6 +491,36 @@ class TestMixin:
         assert challenger.group_admission.stopped_by_budget
         assert 1 == len(challenger.units)
 
+    def test_a_failed_batch_leaves_no_step_in_the_way_of_the_next(self):
+        """A rollout raising mid-batch: the next begin_batch ends the abandoned step and starts its own."""
+
+        class Failing(with_group_admission(scripted(AgenticChallenger))):
+            def _launch(self):
+                if self.units and self.units[0] == "boom":
+                    self.units.pop(0)
+                    raise RuntimeError("rollout failed")
+                return super()._launch()
+
+        challenger = Failing(
+            "backend",
+            envs=[0],
+            num_challenger_rollouts=2,
+            group_admission_policy=STRICT,
+            sampling_budget=LOOSE_BUDGET,
+        )
+        challenger.units = [*_units(((1.0, 1.0), None)), "boom", *_units(((0.0, 1.0), None))]
+        batches = challenger(batch_size=2, solver_ratio=0.0)
+        with pytest.raises(RuntimeError, match="rollout failed"):
+            next(batches)
+        assert challenger.group_admission.session.step_open  # the Challenger never ends a batch itself
+
+        batch = next(challenger(batch_size=2, solver_ratio=0.0))
+
+        assert [[0.0, 1.0]] == [[m["rewards"] for m in g] for g in batch.challenger]
+        state = challenger.group_admission.state
+        assert (1, 1, 1) == (state.sampling_rounds, state.generated_groups, state.admitted_groups)
+        assert 2 == challenger.group_admission.stats.candidates  # the failed batch's group stays counted
+
     def test_budget_without_policy_keeps_legacy_admission(self):
         """A budget alone uses the default policy plus the Challenger's own spread check."""
         cls = with_group_admission(scripted(AgenticChallenger))
@@ -637,11 +667,20 @@ class TestBadInput:
 
         assert message == str(info.value)
 
-    @pytest.mark.parametrize("target", [-1, 1.5, True])
-    def test_begin_batch(self, target):
-        """The batch target must be a non-negative integer."""
-        with pytest.raises(ValueError, match=r"^'target_groups' must be an integer >= 0 \(got "):
+    @pytest.mark.parametrize(
+        ("target", "error", "message"),
+        [
+            (-1, ValueError, "'target_groups' must be >= 0 (got -1)"),
+            (1.5, TypeError, "'target_groups' must be an integer (got 1.5)"),
+            (True, TypeError, "'target_groups' must be an integer (got True)"),
+        ],
+    )
+    def test_begin_batch(self, target, error, message):
+        """The batch target is a count: a bool or a float is a TypeError, as for every count."""
+        with pytest.raises(error) as info:
             ChallengerAdmission(STRICT, budget=LOOSE_BUDGET).begin_batch(target)
+
+        assert message == str(info.value)
 
     def test_budget_needs_begin_batch(self):
         """With a budget, a hand-off before begin_batch is a usage error, not a silent zero target."""

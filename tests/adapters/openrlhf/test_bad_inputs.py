@@ -71,7 +71,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "range flag a string",
         lambda: OpenRLHFAdmissionSettings.from_mapping({"apply_dynamic_filtering_range": "yes"}),
         TypeError,
-        "'apply_dynamic_filtering_range' must be true or false (got 'yes')",
+        "'apply_dynamic_filtering_range' must be a bool (got 'yes')",
     ),
     (
         "unknown exhaustion action",
@@ -83,7 +83,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "metrics flag a number",
         lambda: OpenRLHFAdmissionSettings.from_mapping({"metrics_in_info": 1}),
         TypeError,
-        "'metrics_in_info' must be true or false (got 1)",
+        "'metrics_in_info' must be a bool (got 1)",
     ),
     (
         "invalid inline JSON",

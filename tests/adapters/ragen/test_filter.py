@@ -385,8 +385,9 @@ class TestBadInput:
     @pytest.mark.parametrize(
         ("kwargs", "error", "message"),
         [
-            ({"num_groups": 0}, ValueError, "'num_groups' must be an integer >= 1 (got 0)"),
-            ({"num_groups": 2.0}, ValueError, "'num_groups' must be an integer >= 1 (got 2.0)"),
+            ({"num_groups": 0}, ValueError, "'num_groups' must be >= 1 (got 0)"),
+            ({"num_groups": 2.0}, TypeError, "'num_groups' must be an integer (got 2.0)"),
+            ({"num_groups": True}, TypeError, "'num_groups' must be an integer (got True)"),
             (
                 {"num_groups": 2, "selection": "top_p"},
                 TypeError,

@@ -305,7 +305,7 @@ BAD = [
     (
         "max_rejection_ratio: 2",
         ValueError,
-        "'max_rejection_ratio' must be null or a number in [0, 1] (got 2)",
+        "'max_rejection_ratio' must be in [0, 1] (got 2)",
     ),
     (
         "modes: [train, eval]",

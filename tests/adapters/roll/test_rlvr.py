@@ -328,7 +328,12 @@ BAD = [
     (
         {"max_rejection_ratio": 1.5},
         ValueError,
-        "'max_rejection_ratio' must be null or a number in [0, 1] (got 1.5)",
+        "'max_rejection_ratio' must be in [0, 1] (got 1.5)",
+    ),
+    (
+        {"max_rejection_ratio": "0.5"},
+        TypeError,
+        "'max_rejection_ratio' must be a real number (got '0.5')",
     ),
     (
         {"max_rejected_groups_per_step": -1},

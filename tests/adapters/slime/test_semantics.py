@@ -423,7 +423,7 @@ BAD_SETTINGS = [
     (
         {"keep_when_insufficient": "yes"},
         TypeError,
-        "'keep_when_insufficient' must be true or false (got 'yes')",
+        "'keep_when_insufficient' must be a bool (got 'yes')",
     ),
     (
         {"max_consecutive_failed_groups": 0},

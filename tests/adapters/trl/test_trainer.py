@@ -136,6 +136,26 @@ class TestTraining:
         assert all(row["short_groups"] == 2.0 for row in logs)
         assert all(row["generated_groups"] == 6.0 for row in logs)  # target 2 + 4 extra, never more
 
+    def test_a_failed_round_closes_the_step(self, tiny_model: str, tmp_path: Path) -> None:
+        calls: list[int] = []
+
+        def flaky_accuracy(completions: list[Any], kind: list[str], **rest: Any) -> list[float]:
+            calls.append(len(completions))
+            if len(calls) == 2:  # the resampling round's rewards fail
+                raise RuntimeError("reward server down")
+            return accuracy(completions, kind, **rest)
+
+        flaky_accuracy.__name__ = "accuracy"  # what gate_on names
+        budget = {"max_extra_groups": 8, "max_resample_rounds": 3}
+        trainer = make(tiny_model, tmp_path, funcs=[flaky_accuracy, brevity], admission=GATE, budget=budget)
+        with pytest.raises(RuntimeError, match="reward server down"):
+            trainer.train()
+
+        session = trainer.admission_session
+        assert not session.step_open  # ended in a finally: the next batch can begin its step
+        assert session.stats.candidates == 2  # round 0's groups stay counted
+        session.begin_step(2)
+
     def test_zero_std_fraction_is_per_group_with_batch_scale(self, tiny_model: str, tmp_path: Path) -> None:
         config = {"scale_rewards": "batch", "per_device_train_batch_size": 16}
         trainer = make(tiny_model, tmp_path, funcs=[accuracy], admission=GATE, config=config)

@@ -49,7 +49,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "unknown scale",
         lambda: _step(scale="mean"),
         ValueError,
-        "'scale' must be one of ['group', 'batch', 'none']",
+        "'scale' must be one of 'group', 'batch', 'none' (got 'mean')",
     ),
     (
         "advantage_fn not callable",
@@ -134,7 +134,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "on_exhausted unknown",
         lambda: _rounds(on_exhausted="skip"),
         ValueError,
-        "'on_exhausted' must be 'train' or",
+        "'on_exhausted' must be one of 'train', 'raise' (got 'skip')",
     ),
     (
         "num_samples neither 1 nor G",

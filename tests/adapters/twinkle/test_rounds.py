@@ -210,3 +210,26 @@ def test_caps_and_the_trained_count_hold(kinds, extra_kinds, max_extra, rounds, 
     assert len(result.prompts) == report.trained_groups <= len(kinds)
     assert len(result.sequences) == result.advantages.numel() == report.trained_groups * G
     assert result.exhausted == (report.short_groups > 0)
+
+
+def test_an_error_in_a_round_closes_the_step_so_the_next_call_runs():
+    admission = step({"max_extra_groups": 4, "max_resample_rounds": 2})
+    calls = []
+
+    def failing_score(sequences):
+        calls.append(len(sequences))
+        if len(calls) == 2:  # the resampling round's scorer fails
+            raise RuntimeError("reward server down")
+        return score(sequences)
+
+    with pytest.raises(RuntimeError, match="reward server down"):
+        sample_admitted_groups(
+            admission, Sampler(), batch("live-0", "dead-1"), failing_score, extra_prompts=Prompts(["live"])
+        )
+    assert not admission.session.step_open
+    judged = admission.session.stats.candidates
+    assert judged == 2  # round 0's groups stay counted; the failed round judged nothing
+
+    result = sample_admitted_groups(admission, Sampler(), batch("live-2", "live-3"), score)
+    assert [pid_of(p) for p in result.prompts] == ["live-2", "live-3"]
+    assert result.report.target_groups == 2

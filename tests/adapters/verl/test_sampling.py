@@ -107,6 +107,23 @@ def test_short_step_raises_when_asked(tq) -> None:
         sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
 
 
+def test_a_failed_refill_closes_the_step(tq) -> None:
+    """A refill that raises (verl's dataloader, its rollout) leaves no step open for the next sample."""
+    rollout, sampler = _step(tq, every_third_alive, budget=BUDGET)
+
+    def refill(count: int) -> int:
+        raise RuntimeError("dataloader down")
+
+    sampler.refill_fn = refill
+    with pytest.raises(RuntimeError, match="dataloader down"):
+        sampler.sample(global_steps=1, partition_id="train", batch_size=TARGET)
+
+    assert not sampler.session.step_open  # ended in a finally
+    assert sampler.session.stats.candidates == TARGET  # round 0 stays counted
+    assert rollout.refills == []
+    sampler.session.begin_step(TARGET)  # what verl's next sample() does first
+
+
 def test_refill_reaches_the_target_and_discards_surplus(tq) -> None:
     """A generous budget refills until the target is met; the batch holds exactly the target."""
     rollout, sampler = _step(tq, every_third_alive, budget={"max_extra_groups": 40, "max_resample_rounds": 5})

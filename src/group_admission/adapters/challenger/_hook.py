@@ -17,11 +17,12 @@ import numpy as np
 from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
 from ..._config import GroupAdmissionConfig
 from ..._exceptions import StepLifecycleError
-from ..._metrics import AdmissionStats
+from ..._loading import coerce_instance
 from ..._policy import GroupAdmissionPolicy
 from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict
-from ..._validation import describe
+from ..._validation import check_count, describe
+from .._adapter_runtime import SessionHolder
 from .._host_support import check_versions, host_versions
 
 #: The twinkle version the adapter is written and tested against: the Challenger of pull
@@ -96,7 +97,7 @@ def _check_groups(groups: Any) -> list[Group]:
     return list(groups)
 
 
-class ChallengerAdmission:
+class ChallengerAdmission(SessionHolder):
     """
     The Challenger's group hand-off hook: admission per complete group, plus a batch budget.
 
@@ -125,16 +126,14 @@ class ChallengerAdmission:
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         tokens_of: Callable[[Trajectory], int] | None = None,
     ) -> None:
-        if not isinstance(policy, (GroupAdmissionPolicy, GroupAdmissionConfig, Mapping, type(None))):
-            msg = (
-                "'group_admission_policy' must be a GroupAdmissionPolicy, a GroupAdmissionConfig, "
-                f"a mapping or None (got {describe(policy)})"
-            )
-            raise TypeError(msg)
+        # Named as the Challenger's keyword (GroupAdmissionChallengerMixin) names it.
+        judge = coerce_instance(
+            policy, GroupAdmissionPolicy, GroupAdmissionConfig, name="group_admission_policy"
+        )
         if tokens_of is not None and not callable(tokens_of):
             msg = f"'tokens_of' must be a callable tokens_of(trajectory) -> int (got {describe(tokens_of)})"
             raise TypeError(msg)
-        self._session = AdmissionSession(policy, budget=budget, host="twinkle Challenger")
+        self._session = AdmissionSession(judge, budget=budget, host="twinkle Challenger")
         self._budgeted = budget is not None
         config = self._session.controller.config
         if self._budgeted and config.max_total_tokens is not None and tokens_of is None:
@@ -158,24 +157,9 @@ class ChallengerAdmission:
         self._stopped = False
 
     @property
-    def session(self) -> AdmissionSession:
-        """The session that judges, counts and plans."""
-        return self._session
-
-    @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self._session.policy
-
-    @property
     def controller(self) -> SamplingBudgetController | None:
         """The budget controller, or ``None``."""
         return self._session.controller if self._budgeted else None
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of the admission counts over every hand-off."""
-        return self._session.stats
 
     @property
     def state(self) -> SamplingBudgetState | None:
@@ -199,9 +183,7 @@ class ChallengerAdmission:
 
     def begin_batch(self, target_groups: int) -> None:
         """Start a batch: a new session step (keeping the rate estimate) aiming at ``target_groups``."""
-        if isinstance(target_groups, bool) or not isinstance(target_groups, int) or target_groups < 0:
-            msg = f"'target_groups' must be an integer >= 0 (got {describe(target_groups)})"
-            raise ValueError(msg)
+        target_groups = check_count(target_groups, "target_groups")
         with self._lock:
             self._room = True
             self._stopped = False

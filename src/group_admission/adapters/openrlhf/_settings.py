@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -19,12 +19,13 @@ from ..._config import GroupAdmissionConfig
 from ..._exceptions import ConfigurationError
 from ..._limits import DropLimits
 from ..._loading import load_yaml_mapping
-from ..._validation import check_one_of
+from ..._validation import check_bool
 from .._adapter_runtime import (
+    ExhaustionAction,
     as_budget,
     as_limits,
     as_policy_config,
-    check_bool,
+    on_exhausted_field,
     settings_from,
     token_ids_only,
 )
@@ -33,7 +34,6 @@ __all__ = [
     "DEFAULT_POLICY",
     "SCORES",
     "SETTINGS_ENV",
-    "ExhaustionAction",
     "OpenRLHFAdmissionSettings",
     "current_settings",
     "forget_settings",
@@ -47,8 +47,6 @@ SETTINGS_ENV = "GROUP_ADMISSION_OPENRLHF"
 DEFAULT_POLICY: Mapping[str, Any] = {"min_reward_std": 1e-6}
 #: The component read from ``Experience.scores`` (what OpenRLHF's own filter reads).
 SCORES = "scores"
-
-ExhaustionAction = Literal["train", "raise"]
 
 
 def _as_policy(value: Any) -> GroupAdmissionConfig:
@@ -92,7 +90,7 @@ class OpenRLHFAdmissionSettings:
     budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     apply_dynamic_filtering_range: bool = attrs.field(default=False, validator=check_bool)
-    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    on_exhausted: ExhaustionAction = on_exhausted_field()
     metrics_in_info: bool = attrs.field(default=True, validator=check_bool)
 
     @property

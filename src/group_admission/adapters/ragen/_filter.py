@@ -13,10 +13,10 @@ import numpy.typing as npt
 from ..._config import GroupAdmissionConfig
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
 from ..._loading import require_extra
-from ..._metrics import AdmissionStats
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
-from ..._validation import describe
+from ..._validation import check_count, describe
+from .._adapter_runtime import SessionHolder
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -249,7 +249,7 @@ def _selection(rollout: Any, strategy: Any) -> RagenSelection | None:
         raise type(exc)(msg) from None
 
 
-class RagenGroupAdmissionFilter:
+class RagenGroupAdmissionFilter(SessionHolder):
     """
     A RAGEN rollout filter: admission gates first, then (optionally) RAGEN's selection.
 
@@ -276,9 +276,7 @@ class RagenGroupAdmissionFilter:
         num_groups: int,
         selection: RagenSelection | None = None,
     ) -> None:
-        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
-            msg = f"'num_groups' must be an integer >= 1 (got {describe(num_groups)})"
-            raise ValueError(msg)
+        num_groups = check_count(num_groups, "num_groups", 1)
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
@@ -286,21 +284,6 @@ class RagenGroupAdmissionFilter:
         self._num_groups = num_groups
         self._selection = selection
         self.empty_batches = 0
-
-    @property
-    def session(self) -> AdmissionSession:
-        """The session that judges and counts every group."""
-        return self._session
-
-    @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self._session.policy
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of the admission counts summed over every call."""
-        return self._session.stats
 
     @property
     def num_groups(self) -> int:
@@ -344,13 +327,7 @@ class RagenGroupAdmissionFilter:
         policy_settings = settings.get("policy") or {}
         if isinstance(policy_settings, (str, os.PathLike)):
             policy_settings = GroupAdmissionConfig.from_yaml(policy_settings)
-        groups = config.es_manager.train.env_groups
-        if isinstance(groups, bool) or not isinstance(groups, int):
-            msg = f"'es_manager.train.env_groups' must be an integer (got {describe(groups)})"
-            raise TypeError(msg)
-        if groups < 1:
-            msg = f"'es_manager.train.env_groups' must be >= 1 (got {groups})"
-            raise ValueError(msg)
+        groups = check_count(config.es_manager.train.env_groups, "es_manager.train.env_groups", 1)
         return cls(
             GroupAdmissionPolicy(policy_settings, logger=logger),
             num_groups=groups,

@@ -12,9 +12,16 @@ import attrs
 from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._loading import load_yaml_mapping, require_extra
-from ..._validation import check_ge, check_int, check_names_in, check_optional, describe
+from ..._validation import (
+    check_ge,
+    check_int,
+    check_names_in,
+    check_optional,
+    check_range,
+    check_real,
+    describe,
+)
 from .._adapter_runtime import (
-    check_ratio,
     failed_streak_field,
     scalar_policy_config,
     settings_from,
@@ -31,6 +38,8 @@ RLVR_SETTINGS_KEY = "group_admission"
 AGENTIC_SETTINGS_ENV = "GROUP_ADMISSION_ROLL_CONFIG"
 
 _MODES = ("train", "val")
+#: ``max_rejection_ratio``: ``null`` or a number in [0, 1], checked as :class:`DropLimits` checks it.
+_RATIO = check_optional(check_real, check_range(0, 1))
 
 
 @attrs.frozen(kw_only=True)
@@ -45,7 +54,7 @@ class RollRLVRSettings:
     """
 
     policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
-    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
+    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=_RATIO)
     max_rejected_groups_per_step: int | None = attrs.field(
         default=None, validator=check_optional(check_int, check_ge(0))
     )
@@ -99,7 +108,7 @@ class RollAgenticSettings:
     """
 
     policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
-    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=check_ratio)
+    max_rejection_ratio: float | None = attrs.field(default=0.5, validator=_RATIO)
     modes: tuple[str, ...] = attrs.field(
         default=("train",), converter=to_str_tuple, validator=check_names_in(_MODES, "scheduler mode")
     )

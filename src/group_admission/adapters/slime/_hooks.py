@@ -8,7 +8,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import structlog
@@ -20,11 +20,10 @@ from ..._host_rules.slime import fallback_kept_lower_bound, should_drop
 from ..._limits import DropLimits
 from ..._metrics import AdmissionStats
 from ..._reasons import RejectionReason
-from ..._validation import check_names_in
+from ..._validation import check_bool, check_names_in
 from .._adapter_runtime import (
     AdapterSession,
     SessionRegistry,
-    check_bool,
     failed_streak_field,
     scalar_policy_config,
     settings_from,
@@ -41,10 +40,32 @@ SETTINGS_ATTR = "group_admission"
 METRIC_PREFIX = "rollout/group_admission/"
 
 _STATUSES = ("pending", "completed", "truncated", "aborted", "failed")
+S = TypeVar("S")
+
+
+class ArgsSettings:
+    """Settings read from the mapping that ``--custom-config-path`` sets on slime's ``args.<ATTR>``."""
+
+    __slots__ = ()
+    #: The ``args`` attribute holding the mapping (the YAML's top-level key).
+    ATTR: ClassVar[str]
+
+    @classmethod
+    def from_mapping(cls: type[S], mapping: Mapping[str, Any] | None) -> S:
+        """
+        Build the settings from their mapping on slime's ``args`` (``None``: all defaults).
+
+        Raises:
+            TypeError: the value is not a mapping, or a setting has the wrong type.
+            ValueError: a key is unknown or a value is out of range.
+        """
+        attr = cls.ATTR  # type: ignore[attr-defined]  # every subclass sets it
+        source = f"'{attr}' (set on slime's args by --custom-config-path)"
+        return settings_from(cls, mapping, source, where=f"'{attr}' settings")
 
 
 @attrs.frozen(kw_only=True)
-class SlimeAdmissionSettings:
+class SlimeAdmissionSettings(ArgsSettings):
     """
     The slime adapter's settings: the ``group_admission`` mapping of ``--custom-config-path``.
 
@@ -57,6 +78,7 @@ class SlimeAdmissionSettings:
     .. versionadded:: 0.1.0
     """
 
+    ATTR: ClassVar[str] = SETTINGS_ATTR
     policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
     keep_when_insufficient: bool = attrs.field(default=True, validator=check_bool)
     max_consecutive_failed_groups: int | None = failed_streak_field()
@@ -70,18 +92,6 @@ class SlimeAdmissionSettings:
     def limits(self) -> DropLimits:
         """The session's drop limits: slime keeps no drop budget, only the failure streak."""
         return DropLimits(max_consecutive_failed_groups=self.max_consecutive_failed_groups)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> SlimeAdmissionSettings:
-        """
-        Build the settings from the ``group_admission`` mapping (``None``: all defaults).
-
-        Raises:
-            TypeError: the value is not a mapping, or a setting has the wrong type.
-            ValueError: a key is unknown or a value is out of range.
-        """
-        source = f"'{SETTINGS_ATTR}' (set on slime's args by --custom-config-path)"
-        return settings_from(cls, mapping, source, where=f"'{SETTINGS_ATTR}' settings")
 
 
 _log = structlog.get_logger("group_admission.adapters.slime")

@@ -19,10 +19,7 @@ from typing import Any
 import attrs
 import structlog
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
 from ..._exceptions import BudgetExhaustedError
-from ..._limits import DropLimits
 from ..._reasons import RejectionReason
 from ..._streaming import StreamPlan
 from ..._validation import check_count, describe
@@ -73,26 +70,20 @@ def _import_slime(name: str) -> ModuleType:
     )
 
 
-@attrs.frozen
-class _StreamSettings:
-    """One configuration of the streaming rollout: both mappings, and the caps of one rollout."""
+class _Stream(AdapterSession[SlimeAdmissionSettings]):
+    """
+    One configuration of the streaming rollout: the filter's settings, the streaming ones, one rollout's caps.
 
-    admission: SlimeAdmissionSettings
-    streaming: SlimeStreamingSettings
-    budget: SamplingBudgetConfig
+    The policy and the failure streak are the ``group_admission`` mapping's, as the filter's.
+    """
 
-    @property
-    def policy(self) -> GroupAdmissionConfig:
-        """The policy of the ``group_admission`` mapping, as the filter's."""
-        return self.admission.policy
-
-    @property
-    def limits(self) -> DropLimits:
-        """The failure streak of the ``group_admission`` mapping, as the filter's."""
-        return self.admission.limits
+    def __init__(
+        self, admission: SlimeAdmissionSettings, streaming: SlimeStreamingSettings, target: int
+    ) -> None:
+        super().__init__(admission, host="slime", budget=streaming.budget_for(target))
+        self.streaming = streaming
 
 
-_Stream = AdapterSession[_StreamSettings]
 # One session per configuration (both mappings and the batch size), for the life of slime's
 # rollout actor; reset() forgets them with the filter's.
 _STREAMS: SessionRegistry[_Stream] = SessionRegistry()
@@ -103,9 +94,9 @@ def _count_arg(args: Any, name: str) -> int:
 
 
 def _build(raw: tuple[Any, Any], target: int) -> _Stream:
-    admission = SlimeAdmissionSettings.from_mapping(raw[0])
-    streaming = SlimeStreamingSettings.from_mapping(raw[1])
-    return AdapterSession(_StreamSettings(admission, streaming, streaming.budget_for(target)), host="slime")
+    return _Stream(
+        SlimeAdmissionSettings.from_mapping(raw[0]), SlimeStreamingSettings.from_mapping(raw[1]), target
+    )
 
 
 def _stream(args: Any) -> _Stream:
@@ -192,7 +183,7 @@ class _Rollout:
         """Judge a finished group and count it in the session, with the tokens it produced in this rollout."""
         launch = self.launches[task]
         group = task.result()
-        session, admission = self.stream.session, self.stream.settings.admission
+        session, admission = self.stream.session, self.stream.settings
         decision = read_group(self.args, group, admission.reject_statuses).evaluate(session.policy)
         verdict = session.record(
             decision,
@@ -210,7 +201,7 @@ class _Rollout:
                 self.rejected.append(done)
 
     def plan(self) -> StreamPlan:
-        settings = self.stream.settings.streaming
+        settings = self.stream.streaming
         return self.stream.session.stream_plan(
             len(self.state.pendings),
             num_generations=self.group_size,
@@ -296,7 +287,7 @@ def _fill(rollout: _Rollout, report: Any, plan: StreamPlan) -> list[Any]:
     missing = rollout.target - len(rollout.kept)
     chosen = rollout.kept
     if missing:
-        settings = rollout.stream.settings.streaming
+        settings = rollout.stream.streaming
         if settings.on_exhausted == "raise" or len(rollout.rejected) < missing:
             raise BudgetExhaustedError(_exhausted_message(rollout, report, plan))
         padding = rollout.rejected[:missing]
@@ -321,7 +312,7 @@ def _exhausted_message(rollout: _Rollout, report: Any, plan: StreamPlan) -> str:
     missing = rollout.target - len(rollout.kept)
     why = (
         f"on_exhausted is 'raise' in the '{STREAMING_SETTINGS_ATTR}' settings"
-        if rollout.stream.settings.streaming.on_exhausted == "raise"
+        if rollout.stream.streaming.on_exhausted == "raise"
         else f"only {len(rollout.rejected)} finished group(s) with usable rewards can fill the "
         f"{missing} missing place(s) without gradient"
     )

@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import ClassVar
 
 import attrs
 
 from ..._budget import SamplingBudgetConfig
-from ..._validation import as_float, check_finite, check_ge, check_one_of, check_real, describe
-from .._adapter_runtime import as_budget, settings_from
+from ..._validation import check_ge, probability_field, real_field
+from .._adapter_runtime import ExhaustionAction, as_budget, on_exhausted_field
+from ._hooks import ArgsSettings
 
-__all__ = ["STREAMING_SETTINGS_ATTR", "ExhaustionAction", "SlimeStreamingSettings"]
+__all__ = ["STREAMING_SETTINGS_ATTR", "SlimeStreamingSettings"]
 
 #: The ``args`` attribute that ``--custom-config-path`` sets from the YAML's top-level key.
 STREAMING_SETTINGS_ATTR = "group_admission_streaming"
 
-ExhaustionAction = Literal["train", "raise"]
-
-
-def _check_probability(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not 0.0 < value < 1.0:
-        msg = f"'{attribute.name}' must be in (0, 1) (got {describe(value)})"
-        raise ValueError(msg)
-
-
-def _probability(default: float) -> Any:
-    return attrs.field(
-        default=default, converter=as_float, validator=(check_real, check_finite, _check_probability)
-    )
-
 
 @attrs.frozen(kw_only=True)
-class SlimeStreamingSettings:
+class SlimeStreamingSettings(ArgsSettings):
     """
     The settings of :func:`streaming_rollout`: the caps, the plan's knobs, and what exhaustion does.
 
@@ -57,28 +43,15 @@ class SlimeStreamingSettings:
     .. versionadded:: 0.2.0
     """
 
+    ATTR: ClassVar[str] = STREAMING_SETTINGS_ATTR
     budget: SamplingBudgetConfig | None = attrs.field(
         default=None, converter=attrs.converters.optional(as_budget)
     )
-    confidence: float = _probability(0.99)
-    race: float = attrs.field(
-        default=1.0, converter=as_float, validator=(check_real, check_finite, check_ge(1))
-    )
-    top_up_below: float = _probability(0.5)
-    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    confidence: float = probability_field(0.99)
+    race: float = real_field(1.0, check_ge(1))
+    top_up_below: float = probability_field(0.5)
+    on_exhausted: ExhaustionAction = on_exhausted_field()
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
         """The caps of one rollout of ``rollout_batch_size`` groups."""
         return self.budget or SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any] | None) -> SlimeStreamingSettings:
-        """
-        Build the settings from the ``group_admission_streaming`` mapping (``None``: all defaults).
-
-        Raises:
-            TypeError: the value is not a mapping, or a setting has the wrong type.
-            ValueError: a key is unknown or a value is out of range.
-        """
-        source = f"'{STREAMING_SETTINGS_ATTR}' (set on slime's args by --custom-config-path)"
-        return settings_from(cls, mapping, source, where=f"'{STREAMING_SETTINGS_ATTR}' settings")

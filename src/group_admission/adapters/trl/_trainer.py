@@ -118,22 +118,28 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         first, ids = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
         session.begin_step(groups)
-        verdict = self._judge_round(first, ids)
-        rounds, filled = [first], verdict.keep.copy()
-        slots = [(0, group) for group in range(groups)]
-        plan = session.plan(num_generations=size)
-        rate = plan.effective_rate
-        skipped, forced = (0, 0) if self._main_sampler is None else self._main_sampler.counts(session.step)
-        if self.prompt_history is not None:
-            skipped_now, rate = self._resample_picked(rounds, slots, filled, rate)
-            skipped += skipped_now
-        while plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None:
-            extra, ids = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
-            _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
-            rounds.append(extra)
+        try:
+            verdict = self._judge_round(first, ids)
+            rounds, filled = [first], verdict.keep.copy()
+            slots = [(0, group) for group in range(groups)]
             plan = session.plan(num_generations=size)
             rate = plan.effective_rate
-        report = session.end_step()
+            skipped, forced = (
+                (0, 0) if self._main_sampler is None else self._main_sampler.counts(session.step)
+            )
+            if self.prompt_history is not None:
+                skipped_now, rate = self._resample_picked(rounds, slots, filled, rate)
+                skipped += skipped_now
+            while (
+                plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None
+            ):
+                extra, ids = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
+                _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
+                rounds.append(extra)
+                plan = session.plan(num_generations=size)
+                rate = plan.effective_rate
+        finally:  # a failed round (generation, a reward function) must not leave the step open
+            report = session.end_step()
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
         self._log_step(report, rate, float(verdict.keep.mean()), (skipped, forced))
         self.last_step_report = report

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -18,7 +18,8 @@ import structlog
 from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._session import StepReport
-from ..._validation import describe
+from ..._validation import check_choice, check_count
+from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction
 from ._rows import RowRewards, chunk
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 
@@ -86,11 +87,8 @@ def _param(sampling_params: Any, name: str) -> Any:
 
 def _num_samples(sampling_params: Any) -> int:
     value = _param(sampling_params, "num_samples")
-    value = 1 if value is None else value  # SamplingParams' default
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"'sampling_params.num_samples' must be an integer (got {describe(value)})"
-        raise TypeError(msg)
-    return value
+    # SamplingParams' default is 1; the caller checks the value against num_generations.
+    return check_count(1 if value is None else value, "sampling_params.num_samples", 1)
 
 
 def _max_tokens(sampling_params: Any) -> int | None:
@@ -123,6 +121,24 @@ class _Rounds:
             f"or num_generations={size} (got {samples})"
         )
         raise ValueError(msg)
+
+    def run_all(self, batch: list[Any], extra_prompts: Iterator[Any] | None) -> tuple[ResamplePlan, bool]:
+        """
+        Round 0 on ``batch``, then rounds of fresh prompts while the plan asks for more groups.
+
+        Returns the last plan, and whether ``extra_prompts`` ran out before it was met.
+        """
+        max_tokens = _max_tokens(self.sampling_params)
+        size = self.admission.num_generations
+        tokens_per_group = None if max_tokens is None else float(max_tokens * size)
+        round_prompts = batch
+        while True:
+            self.run(round_prompts)
+            plan = self.admission.plan(estimated_tokens_per_group=tokens_per_group)
+            wanted = plan.extra_groups
+            round_prompts = list(itertools.islice(extra_prompts, wanted)) if extra_prompts and wanted else []
+            if not round_prompts:
+                return plan, len(round_prompts) < wanted
 
     def run(self, prompts: Sequence[Any]) -> None:
         """Sample, score and judge one round; keep its kept groups."""
@@ -162,7 +178,7 @@ def sample_admitted_groups(
     *,
     sampling_params: Any = None,
     extra_prompts: Iterator[Any] | None = None,
-    on_exhausted: Literal["train", "raise"] = "train",
+    on_exhausted: ExhaustionAction = "train",
     sample_kwargs: Mapping[str, Any] | None = None,
 ) -> AdmittedBatch:
     """
@@ -196,26 +212,17 @@ def sample_admitted_groups(
 
     .. versionadded:: 0.3.0
     """
-    if on_exhausted not in ("train", "raise"):
-        msg = f"'on_exhausted' must be 'train' or 'raise' (got {describe(on_exhausted)})"
-        raise ValueError(msg)
+    check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)
     if not batch:
         msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"
         raise ValueError(msg)
     rounds = _Rounds(admission, sampler, score, sampling_params, dict(sample_kwargs or {}))
-    size = admission.num_generations
-    max_tokens = _max_tokens(sampling_params)
-    tokens_per_group = None if max_tokens is None else float(max_tokens * size)
     admission.begin_step(len(batch))
-    plan, out_of_prompts, round_prompts = None, False, batch
-    while round_prompts:
-        rounds.run(round_prompts)
-        plan = admission.plan(estimated_tokens_per_group=tokens_per_group)
-        wanted = plan.extra_groups
-        round_prompts = list(itertools.islice(extra_prompts, wanted)) if extra_prompts and wanted else []
-        out_of_prompts = len(round_prompts) < wanted
-    report = admission.end_step()
+    try:
+        plan, out_of_prompts = rounds.run_all(batch, extra_prompts)
+    finally:  # a sampler or score error must not leave the step open for the next call
+        report = admission.end_step()
     return _finish(admission, rounds, report, plan, out_of_prompts, on_exhausted)
 
 

@@ -20,8 +20,8 @@ from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
-from ..._validation import check_count, describe
-from .._adapter_runtime import step_metrics
+from ..._validation import check_choice, check_count, describe
+from .._adapter_runtime import SessionHolder, step_metrics
 from ._rows import UNSUMMABLE_REWARD, RowRewards, chunk
 from ._versions import import_twinkle
 
@@ -78,7 +78,7 @@ class AdmittedRows:
         return [value for value, kept in zip(values, rows, strict=True) if kept]
 
 
-class TwinkleGroupAdmission:
+class TwinkleGroupAdmission(SessionHolder):
     """
     Group admission for a twinkle-kit 0.5.1 loop: sampler -> rewards -> *admission* -> ``GRPOAdvantage``.
 
@@ -116,9 +116,7 @@ class TwinkleGroupAdmission:
         advantage_fn: Callable[..., Any] | None = None,
     ) -> None:
         self._num_generations = check_count(num_generations, "num_generations", 2)
-        if scale not in _SCALES:
-            msg = f"'scale' must be one of {list(_SCALES)} (got {describe(scale)})"
-            raise ValueError(msg)
+        check_choice(scale, "scale", _SCALES)
         if advantage_fn is not None and not callable(advantage_fn):
             msg = f"'advantage_fn' must be callable like GRPOAdvantage() (got {describe(advantage_fn)})"
             raise TypeError(msg)
@@ -127,19 +125,9 @@ class TwinkleGroupAdmission:
         self._session = AdmissionSession(policy, budget=budget, limits=limits, host="twinkle")
 
     @property
-    def session(self) -> AdmissionSession:
-        """The session that judges, counts and plans."""
-        return self._session
-
-    @property
     def num_generations(self) -> int:
         """G: completions per group."""
         return self._num_generations
-
-    @property
-    def scale(self) -> Scale:
-        """``GRPOAdvantage``'s ``scale``."""
-        return self._scale
 
     # -- one round -----------------------------------------------------------------
     def admit(

@@ -107,6 +107,15 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
             return self._sample_validation(global_steps, partition_id, batch_size)
         self._resume_once(global_steps)
         self.session.begin_step(batch_size)
+        try:
+            kept, plan = self._sample_rounds(partition_id, batch_size)
+        finally:  # a failed sync, read or refill must not leave the step open for the next sample
+            report = self.session.end_step()
+        self.last_report = report
+        return self._finish_step(partition_id, kept, report, plan)
+
+    def _sample_rounds(self, partition_id: str, batch_size: int) -> tuple[list[str], ResamplePlan]:
+        """Judge groups as they finish; plan and refill each complete round until the target or a cap."""
         kept: list[str] = []
         judged: set[str] = set()
         last_debug_time = time.time()
@@ -119,10 +128,7 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
             # Every launched group is terminal: this round is complete, so plan the next.
             plan = self.session.plan(self.settings.num_generations)
             if len(kept) >= batch_size or not self._refill(plan):
-                break
-        report = self.session.end_step()
-        self.last_report = report
-        return self._finish_step(partition_id, kept, report, plan)
+                return kept, plan
 
     def _sample_validation(
         self, global_steps: int, partition_id: str, batch_size: int

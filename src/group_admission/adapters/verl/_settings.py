@@ -9,7 +9,7 @@ travels there. This module does not import verl.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -18,25 +18,26 @@ from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._loading import from_mapping
 from ..._validation import (
-    as_float,
-    as_int,
-    check_finite,
     check_ge,
     check_gt,
-    check_int,
-    check_one_of,
     check_optional,
-    check_real,
     describe,
+    int_field,
+    real_field,
 )
-from .._adapter_runtime import as_budget, as_limits, as_policy_config, token_ids_only
+from .._adapter_runtime import (
+    ExhaustionAction,
+    as_budget,
+    as_limits,
+    as_policy_config,
+    on_exhausted_field,
+    token_ids_only,
+)
 
-__all__ = ["CANONICAL_REWARD", "ExhaustionAction", "VerlAdmissionSettings"]
+__all__ = ["CANONICAL_REWARD", "VerlAdmissionSettings"]
 
 #: verl's name for the canonical pre-KL reward (the sum of a trajectory's ``rm_scores``).
 CANONICAL_REWARD = "reward"
-
-ExhaustionAction = Literal["train", "raise"]
 
 
 @attrs.frozen(kw_only=True)
@@ -77,19 +78,13 @@ class VerlAdmissionSettings:
     )
     budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
-    num_generations: int | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_int),
-        validator=check_optional(check_int, check_ge(1)),
-    )
-    gen_batch_size: int = attrs.field(default=1, converter=as_int, validator=(check_int, check_ge(1)))
-    on_exhausted: ExhaustionAction = attrs.field(default="train", validator=check_one_of(("train", "raise")))
+    num_generations: int | None = int_field(None, check_ge(1), optional=True)
+    gen_batch_size: int = int_field(1, check_ge(1))
+    on_exhausted: ExhaustionAction = on_exhausted_field()
     checkpoint_dir: str | None = attrs.field(
         default=None, validator=check_optional(attrs.validators.instance_of(str))
     )
-    poll_interval: float = attrs.field(
-        default=2.0, converter=as_float, validator=(check_real, check_finite, check_gt(0))
-    )
+    poll_interval: float = real_field(2.0, check_gt(0))
 
     @property
     def components(self) -> tuple[str, ...]:
