@@ -17,12 +17,12 @@ from typing import Any, Literal
 import attrs
 
 from ._budget import SamplingBudgetController, SamplingBudgetState
+from ._planning import check_tokens_per_group
 from ._plans import PlanBase
 from ._streaming import plan_stream
 from ._validation import (
     check_finite,
     check_ge,
-    check_gt,
     check_int,
     check_one_of,
     check_optional,
@@ -51,7 +51,7 @@ class PlanCall:
     judged: int = attrs.field(validator=_count)
     num_generations: int | None = attrs.field(default=None, validator=check_optional(check_int, check_ge(1)))
     estimated_tokens_per_group: float | None = attrs.field(
-        default=None, validator=check_optional(check_real, check_finite, check_gt(0))
+        default=None, validator=lambda _call, _field, value: check_tokens_per_group(value)
     )
     in_flight: int = attrs.field(default=0, validator=_count)
     confidence: float | None = attrs.field(

@@ -32,7 +32,7 @@ from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
 from ._session_state import SessionParts, StepBook, restore_session, session_state
 from ._session_types import AdmissionVerdict, BatchAdmissionVerdict, StepReport
-from ._streaming import StreamPlan, plan_stream
+from ._streaming import StreamPlan
 from ._validation import check_count, describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
@@ -88,10 +88,9 @@ class AdmissionSession:
 
     def _restore(self, parts: SessionParts) -> None:
         """
-        The one hook that sets what a checkpoint restores; ``__init__`` starts from empty parts.
+        Set what a checkpoint restores, each field by name (``__init__``: empty parts).
 
-        Every field is set by name here or in ``__init__``, never computed from a state's
-        keys, so a renamed field fails the tests instead of becoming a new attribute.
+        Never computed from a state's keys: a renamed field fails the tests instead.
         """
         self._stats = parts.stats
         self._drops = parts.drops
@@ -161,10 +160,8 @@ class AdmissionSession:
         return sum(self._drops.streak.values())
 
     def __repr__(self) -> str:
-        return (
-            f"AdmissionSession({self._policy.config!r}, budget={self._controller.config!r}, "
-            f"limits={self._limits!r})"
-        )
+        config, budget = self._policy.config, self._controller.config
+        return f"AdmissionSession({config!r}, budget={budget!r}, limits={self._limits!r})"
 
     # -- judging -------------------------------------------------------------------
     def judge(
@@ -331,14 +328,10 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("plan")
-            book.plan = self._controller.plan_resampling(
-                book.fold_round(self._controller),
-                target_groups=book.target,
-                num_generations=book.group_size(num_generations),
-                estimated_tokens_per_group=estimated_tokens_per_group,
-            )
-            book.call = self._round_call(num_generations, estimated_tokens_per_group)
-            return book.plan
+            plan = book.run(book.round_call(num_generations, estimated_tokens_per_group), self._controller)
+            assert isinstance(plan, ResamplePlan)  # a round call plans rounds
+            book.plan = plan
+            return plan
 
     def can_launch(
         self,
@@ -369,7 +362,7 @@ class AdmissionSession:
                 estimated_tokens_per_group=estimated_tokens_per_group,
                 new_round=not book.round.candidates,
             )
-            book.call = self._round_call(num_generations, estimated_tokens_per_group)
+            book.call = book.round_call(num_generations, estimated_tokens_per_group)
             return fits
 
     def stream_plan(
@@ -386,11 +379,9 @@ class AdmissionSession:
         For hosts that launch groups asynchronously: launch, abort, or wait (see :func:`plan_stream`).
 
         Groups judged this step count as finished; ``in_flight`` are launched and not
-        finished, including groups a host with partial rollout stopped at the end of the
-        last step and resumed in this one (instead of aborting what the last plan's
-        ``abort`` named). A streaming step is one round: the rate carried from earlier
-        steps stays as it is until :meth:`end_step` folds the step. Loop
-        ``while not plan.done``.
+        finished, including groups a host with partial rollout carried from the last step
+        (instead of aborting what its ``abort`` named). A streaming step is one round: the
+        carried rate stays until :meth:`end_step` folds the step. Loop ``while not plan.done``.
 
         Raises:
             StepLifecycleError: no step is open.
@@ -400,18 +391,7 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("stream_plan")
-            plan = plan_stream(
-                self._controller,
-                book.with_round(),
-                target_groups=book.target,
-                in_flight=in_flight,
-                num_generations=book.group_size(num_generations),
-                confidence=confidence,
-                top_up_below=top_up_below,
-                race=race,
-                estimated_tokens_per_group=estimated_tokens_per_group,
-            )
-            book.call = PlanCall(
+            call = PlanCall(
                 kind="stream",
                 judged=book.stats.candidates,
                 num_generations=num_generations,
@@ -421,6 +401,8 @@ class AdmissionSession:
                 top_up_below=top_up_below,
                 race=race,
             )
+            plan = book.run(call, self._controller)
+            assert isinstance(plan, StreamPlan)
             return plan
 
     def pick_prompts(
@@ -434,9 +416,8 @@ class AdmissionSession:
         """
         Close the round in progress; pick prompts with ``history`` and size the next round by them.
 
-        Like :meth:`plan`, with per-prompt informative probabilities instead of one batch
-        rate (see :func:`plan_prompts`); the history picks at the session's :attr:`step`,
-        so observe its groups with that step.
+        Like :meth:`plan`, with per-prompt informative probabilities for one batch rate
+        (:func:`plan_prompts`); the history picks at :attr:`step`: observe with that step.
 
         Raises:
             StepLifecycleError: no step is open.
@@ -459,39 +440,27 @@ class AdmissionSession:
                 num_generations=book.group_size(num_generations),
                 estimated_tokens_per_group=estimated_tokens_per_group,
             )
-            book.call = self._round_call(num_generations, estimated_tokens_per_group)
+            book.call = book.round_call(num_generations, estimated_tokens_per_group)
             return plan
 
     def end_step(self) -> StepReport:
         """
         Close the step: fold the last round and report what it cost and kept.
 
-        ``exhausted`` and ``limited_by`` describe the last plan the host followed: the
-        planner it last called (:meth:`plan`, :meth:`can_launch` and :meth:`pick_prompts`
-        plan rounds, :meth:`stream_plan` a stream), with the arguments it gave, on the
-        step's final counts. Nothing judged since that call gives the very plan it returned;
-        a streaming step asked again after more groups finished has nothing in flight. A
-        step that was never planned is asked of the round planner.
+        ``exhausted`` and ``limited_by`` are those of the last planner the host called
+        (:meth:`plan`, :meth:`can_launch`, :meth:`pick_prompts`: rounds; :meth:`stream_plan`:
+        a stream), asked again with its arguments on the final counts (with nothing in
+        flight if groups finished since); a step never planned asks the round planner.
 
         Raises:
             StepLifecycleError: no step is open.
 
         .. versionchanged:: 0.2.0
-            The report follows the host's last planner and its arguments; it used to ask
-            the round planner without ``estimated_tokens_per_group``.
+            It used to ask the round planner, without ``estimated_tokens_per_group``.
         """
         with self._lock:
             self._book.require("end_step")
             return self._book.end(self._controller)
-
-    def _round_call(self, num_generations: int | None, estimated_tokens_per_group: float | None) -> PlanCall:
-        """Note a round planner's call (after it succeeded, so its arguments are valid)."""
-        return PlanCall(
-            kind="round",
-            judged=self._book.stats.candidates,
-            num_generations=num_generations,
-            estimated_tokens_per_group=estimated_tokens_per_group,
-        )
 
     # -- persistence and distribution ---------------------------------------------------
     def _config(self) -> dict[str, Any]:

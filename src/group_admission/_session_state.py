@@ -25,6 +25,7 @@ from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
+from ._plans import PlanBase
 from ._session_types import StepReport
 from ._state_checks import StateFormat, exactly_equal, state_int
 from ._validation import check_count, describe
@@ -143,6 +144,33 @@ class StepBook:
             admitted_groups=state.admitted_groups + round_.admitted,
             rejected_groups=state.rejected_groups + round_.rejected,
         )
+
+    def round_call(self, num_generations: int | None, estimated_tokens_per_group: float | None) -> PlanCall:
+        """A round planner's call made now, with the arguments the host gave."""
+        return PlanCall(
+            kind="round",
+            judged=self.stats.candidates,
+            num_generations=num_generations,
+            estimated_tokens_per_group=estimated_tokens_per_group,
+        )
+
+    def run(self, call: PlanCall, controller: SamplingBudgetController) -> PlanBase:
+        """
+        Plan as ``call`` says and remember it, so that :meth:`end` reports on the same planner.
+
+        A round call closes the round in progress first; a streaming step is one round in
+        progress, which its planner sees unfolded.
+        """
+        state = self.with_round() if call.kind == "stream" else self.fold_round(controller)
+        plan = call.replay(
+            controller,
+            state,
+            target_groups=self.target,
+            num_generations=self.group_size(call.num_generations),
+            judged=call.judged,
+        )
+        self.call = call
+        return plan
 
     def end(self, controller: SamplingBudgetController) -> StepReport:
         """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,14 @@ from group_admission._history import prompt_key, uniform_draw
 SCRIPT = Path(__file__).parent / "two_process_run.py"
 
 
-def run_two_ranks(tiny_model: str, tmp_path: Path, mode: str, port: int) -> list[dict[str, Any]]:
+def free_port() -> int:
+    """A port no other process holds now (a fixed one clashes with a second run on the machine)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_two_ranks(tiny_model: str, tmp_path: Path, mode: str) -> list[dict[str, Any]]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     command = [
         sys.executable,
@@ -26,7 +34,7 @@ def run_two_ranks(tiny_model: str, tmp_path: Path, mode: str, port: int) -> list
         "--nproc_per_node",
         "2",
         "--master_port",
-        str(port),
+        str(free_port()),
     ]
     completed = subprocess.run(
         [*command, str(SCRIPT), tiny_model, str(tmp_path), mode],
@@ -42,7 +50,7 @@ def run_two_ranks(tiny_model: str, tmp_path: Path, mode: str, port: int) -> list
 
 @pytest.mark.slow
 def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> None:
-    ranks = run_two_ranks(tiny_model, tmp_path, "plain", 29533)
+    ranks = run_two_ranks(tiny_model, tmp_path, "plain")
 
     assert [rank["world"] for rank in ranks] == [2, 2]
     assert ranks[0]["verdicts"] == ranks[1]["verdicts"]
@@ -56,7 +64,7 @@ def test_two_ranks_agree_on_every_decision(tiny_model: str, tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_two_ranks_pick_the_same_main_batches_through_the_history(tiny_model: str, tmp_path: Path) -> None:
-    ranks = run_two_ranks(tiny_model, tmp_path, "history", 29534)
+    ranks = run_two_ranks(tiny_model, tmp_path, "history")
 
     assert ranks[0]["judged"] == ranks[1]["judged"]
     assert ranks[0]["history"] == ranks[1]["history"]
