@@ -16,7 +16,16 @@ import attrs
 
 from .model import ModelSize
 
-__all__ = ["ARMS", "ARM_NAMES", "PROFILES", "Arm", "Profile", "profile_for"]
+__all__ = [
+    "ARMS",
+    "ARM_NAMES",
+    "DIAGNOSTIC_ARMS",
+    "KNOWN_ARMS",
+    "PROFILES",
+    "Arm",
+    "Profile",
+    "profile_for",
+]
 
 GATE_ON_OUTCOME: Mapping[str, Any] = {"min_reward_std": 1e-6, "gate_on": ["outcome"]}
 RESAMPLE: Mapping[str, Any] = {"max_extra_groups": 8, "max_resample_rounds": 2}
@@ -36,6 +45,8 @@ class Arm:
         history: ``PromptHistoryConfig`` settings (its ``group_size`` and ``seed`` are the
             run's): prompts are picked with ``session.pick_prompts``.
         streaming: Launch with ``session.stream_plan`` and carry unfinished groups (partial rollout).
+        padded_loss: Rejected groups stay in the loss at zero advantage (a diagnostic: the
+            gradient of the gated arm at the loss scale of training on every group).
     """
 
     name: str
@@ -45,6 +56,7 @@ class Arm:
     budget: Mapping[str, Any] | None = None
     history: Mapping[str, Any] | None = None
     streaming: bool = False
+    padded_loss: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe description."""
@@ -56,6 +68,7 @@ class Arm:
             "budget": None if self.budget is None else dict(self.budget),
             "history": None if self.history is None else dict(self.history),
             "streaming": self.streaming,
+            "padded_loss": self.padded_loss,
         }
 
 
@@ -92,6 +105,16 @@ ARMS: tuple[Arm, ...] = (
     ),
 )
 ARM_NAMES: tuple[str, ...] = tuple(arm.name for arm in ARMS)
+# Not bench arms: run only when named (``--arms gated_padded``).
+DIAGNOSTIC_ARMS: tuple[Arm, ...] = (
+    Arm(
+        "gated_padded",
+        "gated, rejected groups in the loss at zero advantage (plain's loss scale)",
+        admission=GATE_ON_OUTCOME,
+        padded_loss=True,
+    ),
+)
+KNOWN_ARMS: dict[str, Arm] = {arm.name: arm for arm in (*ARMS, *DIAGNOSTIC_ARMS)}
 
 
 @attrs.frozen

@@ -34,8 +34,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from learning_bench.arms import ARM_NAMES, ARMS, Profile, profile_for
-from learning_bench.report import format_tables, summarise_task, write_plot
+from learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
+from learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
 from learning_bench.task import TASKS, Split, Task, make_split
 
 __all__ = ["main", "run_bench", "warm_table"]
@@ -118,7 +118,7 @@ def run_job(job: tuple[str, str, int, Profile, Split, Mapping[str, Any]]) -> dic
 
     torch.set_num_threads(1)
     arm, task, seed, profile, split, weights = job
-    return run_arm(next(a for a in ARMS if a.name == arm), TASKS[task], seed, profile, split, weights)
+    return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
 
 
 def _cpu_seconds() -> float:
@@ -170,7 +170,7 @@ def run_bench(
         "setup": {
             "profile": profile.to_dict(),
             "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
-            "arms": [a.to_dict() for a in ARMS if a.name in arms],
+            "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
             "seeds": list(seeds),
             "workers": workers,
             "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
@@ -178,13 +178,9 @@ def run_bench(
         "tasks": {},
     }
     for name in tasks:
-        summary = summarise_task([r for r in runs if r["task"] == name], arms)
-        summary["heldout_size"] = len(split.held_out)
-        summary["warm_start"] = prepared[name]["warm_start"]
-        summary["warm_table"] = prepared[name]["warm_table"]
-        if "outcome_only" in summary["arms"]:
-            summary["gate"] = _gate(summary["arms"]["outcome_only"]["gain_over_start"])
-        report["tasks"][name] = summary
+        extras = {"heldout_size": len(split.held_out)}
+        extras |= {key: prepared[name][key] for key in ("warm_start", "warm_table")}
+        report["tasks"][name] = summarise(runs, name, arms, extras)
     report["timing"] = {
         "wall_s": time.perf_counter() - wall,
         "cpu_s": _cpu_seconds() - cpu,
@@ -192,6 +188,25 @@ def run_bench(
         "load_average_start": list(load),
         "load_average_end": list(os.getloadavg()),
     }
+    return report
+
+
+def summarise(
+    runs: Sequence[dict[str, Any]], task: str, arms: Sequence[str], extras: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One task's summary (``extras``: its held-out size and warm start), with the gate."""
+    summary = summarise_task([r for r in runs if r["task"] == task], arms) | dict(extras)
+    if "outcome_only" in summary["arms"]:
+        summary["gate"] = _gate(summary["arms"]["outcome_only"]["gain_over_start"])
+    return summary
+
+
+def resummarise(report: dict[str, Any]) -> dict[str, Any]:
+    """A published report summarised again by this code, from its own per-run records."""
+    arms = [arm["name"] for arm in report["setup"]["arms"]]
+    for name, task in report["tasks"].items():
+        extras = {key: task[key] for key in ("heldout_size", "warm_start", "warm_table")}
+        report["tasks"][name] = summarise(runs_from_summary(task, name), name, arms, extras)
     return report
 
 
@@ -257,18 +272,25 @@ def _parser() -> argparse.ArgumentParser:
         "--tokens", type=int, default=None, help="override the generated-token budget per run"
     )
     parser.add_argument("--out", default="runs/learning_bench", help="folder for the report, tables and plot")
+    parser.add_argument(
+        "--resummarise", metavar="JSON", default=None, help="rebuild the summary, tables and plot of a report"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse the flags, run the bench, write and print the report."""
     args = _parser().parse_args(argv)
+    if args.resummarise:
+        report = resummarise(json.loads(Path(args.resummarise).read_text()))
+        _write(report, Path(args.out))
+        return report
     profile = profile_for(args.device, quick=args.quick)
     if args.tokens is not None:
         if args.tokens < 1:
             raise SystemExit(f"--tokens must be >= 1 (got {args.tokens})")
         profile = attrs.evolve(profile, token_budget=args.tokens)
-    arms = _names(args.arms, ARM_NAMES, "--arms") if args.arms else list(profile.arms)
+    arms = _names(args.arms, list(KNOWN_ARMS), "--arms") if args.arms else list(profile.arms)
     tasks = _names(args.tasks, list(TASKS), "--tasks")
     seeds = _seeds(args.seeds) if args.seeds else list(range(profile.seeds))
     workers = profile.workers if args.workers is None else args.workers
@@ -276,17 +298,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"--workers must be >= 1 (got {workers})")
     _check_device(profile.device)
     report = run_bench(profile, tasks, arms, seeds, workers=workers)
-    out = Path(args.out)
+    _write(report, Path(args.out))
+    timing = report["timing"]
+    print(f"bench: {timing['wall_s']:.0f}s wall, {timing['cpu_s']:.0f}s CPU; report: {args.out}")
+    return report
+
+
+def _write(report: Mapping[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "learning_bench.json").write_text(json.dumps(report, indent=1) + "\n")
     tables = format_tables(report)
     (out / "learning_bench.md").write_text(tables + "\n")
     write_plot(report, out / "learning_bench.png")
     print(tables)
-    timing = report["timing"]
-    where = out / "learning_bench.json"
-    print(f"bench: {timing['wall_s']:.0f}s wall, {timing['cpu_s']:.0f}s CPU; report: {where}")
-    return report
 
 
 if __name__ == "__main__":

@@ -12,7 +12,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_tables", "paired", "summarise_task", "t95", "tokens_to_reach", "write_plot"]
+__all__ = [
+    "format_tables",
+    "paired",
+    "runs_from_summary",
+    "summarise_task",
+    "t95",
+    "tokens_to_reach",
+    "verdict",
+    "write_plot",
+]
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy here).
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145)
@@ -57,16 +66,19 @@ def _share(counts: Sequence[Mapping[str, int]], part: str, whole: str) -> float 
     return sum(c[part] for c in counts) / total if total else None
 
 
-def _arm_summary(runs: list[dict[str, Any]], plain_final: float | None) -> dict[str, Any]:
+def _arm_summary(runs: list[dict[str, Any]], targets: Mapping[str, float | None]) -> dict[str, Any]:
     counts = [r["counts"] for r in runs]
     resumed = sum(c["trained_resumed"] for c in counts)
     return {
         "seeds": [r["seed"] for r in runs],
         "final_accuracy": [r["final_accuracy"] for r in runs],
         "generated_tokens": [r["generated_tokens"] for r in runs],
-        "tokens_to_plain_final": [
-            None if plain_final is None else tokens_to_reach(r["curve"], plain_final) for r in runs
-        ],
+        **{
+            f"tokens_to_{name}_final": [
+                None if target is None else tokens_to_reach(r["curve"], target) for r in runs
+            ]
+            for name, target in targets.items()
+        },
         "final_step_share": [r["final_step_share"] for r in runs],
         "gain_over_start": paired([r["final_accuracy"] - r["start_accuracy"] for r in runs]),
         "curves": [[[p["tokens"], p["accuracy"]] for p in r["curve"]] for r in runs],
@@ -92,24 +104,83 @@ def _arm_summary(runs: list[dict[str, Any]], plain_final: float | None) -> dict[
     }
 
 
+# The secondary comparisons of the hypotheses beyond the columns against plain and zero_std_total.
+PAIRS = (
+    ("gated_resample", "gated"),
+    ("gated_resample_history", "gated_resample"),
+    ("greso", "gated_resample_history"),
+    ("greso", "gated_resample"),
+    ("streaming_partial", "gated_resample"),
+)
+
+
+def _differences(runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Final accuracy minus the reference's, seed by seed (the seeds both ran)."""
+    finals = {r["seed"]: r["final_accuracy"] for r in reference}
+    return [r["final_accuracy"] - finals[r["seed"]] for r in runs if r["seed"] in finals]
+
+
+def verdict(stats: Mapping[str, float | None]) -> str:
+    """The decision rule: higher or lower when the 95% interval excludes 0, else no measurable difference."""
+    low, high = stats["ci95_low"], stats["ci95_high"]
+    if low is not None and low > 0:
+        return "higher"
+    if high is not None and high < 0:
+        return "lower"
+    return "no measurable difference"
+
+
+def runs_from_summary(task: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """The per-run records a task summary was built from (to summarise a published report again)."""
+    runs = []
+    for arm, s in task["arms"].items():
+        for i, seed in enumerate(s["seeds"]):
+            runs.append(
+                {
+                    "arm": arm,
+                    "task": name,
+                    "seed": seed,
+                    "start_accuracy": task["start_accuracy"],
+                    "final_accuracy": s["final_accuracy"][i],
+                    "final_step_share": s["final_step_share"][i],
+                    "generated_tokens": s["generated_tokens"][i],
+                    "curve": [{"tokens": t, "accuracy": a} for t, a in s["curves"][i]],
+                    "counts": s["counts"][i],
+                    "wall_s": s["wall_s"][i],
+                    "cpu_s": s["cpu_s"][i],
+                }
+            )
+    return runs
+
+
 def summarise_task(runs: list[dict[str, Any]], arms: Sequence[str]) -> dict[str, Any]:
     """Every arm of one task: the issue's keys, paired differences to plain and zero_std_total, and more."""
     by_arm = {arm: sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"]) for arm in arms}
     by_arm = {arm: rs for arm, rs in by_arm.items() if rs}
-    plain = by_arm.get("plain")
-    plain_final = float(np.mean([r["final_accuracy"] for r in plain])) if plain else None
-    summary = {arm: _arm_summary(rs, plain_final) for arm, rs in by_arm.items()}
+    # Tokens-to-target: the tokens each run needs to reach the mean final accuracy of plain
+    # (the issue's target) and of outcome_only (the reference arm).
+    targets = {
+        name: float(np.mean([r["final_accuracy"] for r in by_arm[name]])) if name in by_arm else None
+        for name in ("plain", "outcome_only")
+    }
+    summary = {arm: _arm_summary(rs, targets) for arm, rs in by_arm.items()}
     for reference in ("plain", "zero_std_total"):
         if reference not in by_arm:
             continue
-        finals = {r["seed"]: r["final_accuracy"] for r in by_arm[reference]}
         for arm, rs in by_arm.items():
-            diffs = [r["final_accuracy"] - finals[r["seed"]] for r in rs if r["seed"] in finals]
+            diffs = _differences(rs, by_arm[reference]) if arm != reference else []
             summary[arm][f"vs_{reference}"] = paired(diffs) if diffs else None
+    pairs = {
+        f"{a} - {b}": paired(_differences(by_arm[a], by_arm[b]))
+        for a, b in PAIRS
+        if a in by_arm and b in by_arm and _differences(by_arm[a], by_arm[b])
+    }
     first = next(iter(by_arm.values()))[0]
     return {
+        "pairs": pairs,
         "start_accuracy": first["start_accuracy"],
-        "plain_final_mean": plain_final,
+        "plain_final_mean": targets["plain"],
+        "outcome_only_final_mean": targets["outcome_only"],
         "arms": summary,
     }
 
@@ -150,6 +221,7 @@ def _accuracy_row(arm: str, s: Mapping[str, Any]) -> str:
         _interval(s.get("vs_plain")),
         _interval(s.get("vs_zero_std_total")),
         _tokens_to_target(s["tokens_to_plain_final"]),
+        _tokens_to_target(s["tokens_to_outcome_only_final"]),
         f"{np.mean(s['final_step_share']):.2f}",
     ]
     return "| " + " | ".join(cells) + " |"
@@ -185,14 +257,19 @@ def format_tables(report: Mapping[str, Any]) -> str:
             f"warm start {task['start_accuracy']:.3f}",
             "",
             "| arm | final accuracy | gain over warm start (95% CI) | vs plain (paired 95% CI) "
-            "| vs zero_std_total (paired 95% CI) | tokens to plain's final | greedy step share |",
-            "|---|---|---|---|---|---|---|",
+            "| vs zero_std_total (paired 95% CI) | tokens to plain's final | tokens to outcome_only's final "
+            "| greedy step share |",
+            "|---|---|---|---|---|---|---|---|",
             *(_accuracy_row(arm, s) for arm, s in arms.items()),
             "",
             "| arm | trained groups: dead | phantom | wrongly skipped | resumed (age, updates spanned) "
             "| steps | updates | trained groups | surplus | tokens trained on | s/run wall (CPU) |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
             *(_training_row(arm, s) for arm, s in arms.items()),
+            "",
+            "| comparison (final accuracy) | difference (paired 95% CI) | reading |",
+            "|---|---|---|",
+            *(f"| {pair} | {_interval(stats)} | {verdict(stats)} |" for pair, stats in task["pairs"].items()),
             "",
         ]
     return "\n".join(lines)

@@ -104,6 +104,7 @@ class Run:
     stream: PromptStream
     history: PromptHistory | None = None
     carried: list[Group] = attrs.field(factory=list)
+    rejected: list[Group] = attrs.field(factory=list)  # this step's, for an arm with a padded loss
     counts: Counts = attrs.field(factory=Counts)
     curve: list[dict[str, float]] = attrs.field(factory=list)
 
@@ -139,7 +140,15 @@ class Run:
         if self.history is not None:
             ids = [g.prompt_id for g in groups]
             self.history.observe_batch(ids, verdicts.result, step=self.session.step)
-        return [g for g, keep in zip(groups, verdicts.keep.tolist(), strict=True) if keep]
+        keep = verdicts.keep.tolist()
+        self.note_rejected([g for g, k in zip(groups, keep, strict=True) if not k])
+        return [g for g, k in zip(groups, keep, strict=True) if k]
+
+    def note_rejected(self, groups: list[Group]) -> None:
+        """Count rejected groups (and keep them for an arm whose loss is padded with them)."""
+        self.counts.rejected += len(groups)
+        if self.arm.padded_loss:
+            self.rejected += groups
 
     def counterfactual(self, items: list[tuple[int, int]], step: int) -> None:
         """
@@ -216,47 +225,56 @@ class Run:
                 self.counts.judged += 1
                 if verdict.keep:
                     kept.append(group)
+                else:
+                    self.note_rejected([group])
             running = [g for g in running if not g.finished]
         self.carried = running  # stopped, not aborted: resumed at the next step's start
         self.counts.carried += len(running)
         return kept
 
     # -- training -------------------------------------------------------------------
-    def train(self, groups: list[Group]) -> None:
-        """One clipped policy-gradient update on ``groups`` (none when there are none)."""
+    def train(self, groups: list[Group], padding: list[Group] | None = None) -> None:
+        """
+        One clipped policy-gradient update on ``groups`` (none when there are none).
+
+        ``padding`` groups join the loss at zero advantage: they change only its
+        token-mean denominator (a diagnostic of the loss scale, not a bench arm).
+        """
         if not groups:
             return
         rewards = self.rewards(groups)
-        outcome = rewards["outcome"]
         total = sum(rewards.values())
-        adv = advantages(total)
-        dead = group_std(total) == 0
-        self.counts.trained += len(groups)
-        self.counts.trained_dead += int(dead.sum())
-        self.counts.trained_phantom += int(((group_std(outcome) == 0) & ~dead).sum())
-        for group in groups:
-            self.counts.trained_tokens += group.decoded_tokens
-            if group.resumed:
-                self.counts.trained_resumed += 1
-                age = int(group.finished_step or 0) - int(group.started_step or 0)
-                self.counts.resumed_age_steps += age
-                self.counts.oldest_resumed = max(self.counts.oldest_resumed, age)
-                spanned = max(group.versions) - min(group.versions)
-                self.counts.resumed_updates_spanned += spanned
-            self.counts.stale_trained_tokens += int(
-                ((group.version >= 0) & (group.version < self.policy.version)).sum()
-            )
-        members = self.profile.members
+        self.count_trained(groups, rewards["outcome"], total)
+        batch = groups + list(padding or [])
+        adv = np.concatenate([advantages(total), np.zeros((len(batch) - len(groups), total.shape[1]))])
         loss = policy_loss(
             self.policy,
-            np.repeat(np.stack([g.prompt for g in groups]), members, axis=0),
-            np.concatenate([g.tokens for g in groups]),
-            np.concatenate([g.logp for g in groups]),
-            np.concatenate([g.progress for g in groups]),
+            np.repeat(np.stack([g.prompt for g in batch]), self.profile.members, axis=0),
+            np.concatenate([g.tokens for g in batch]),
+            np.concatenate([g.logp for g in batch]),
+            np.concatenate([g.progress for g in batch]),
             adv.reshape(-1),
         )
         self.policy.update(loss)
         self.counts.updates += 1
+
+    def count_trained(self, groups: list[Group], outcome: np.ndarray, total: np.ndarray) -> None:
+        """What the trained groups were: dead, phantom, resumed (and how stale)."""
+        counts = self.counts
+        dead = group_std(total) == 0
+        counts.trained += len(groups)
+        counts.trained_dead += int(dead.sum())
+        counts.trained_phantom += int(((group_std(outcome) == 0) & ~dead).sum())
+        for group in groups:
+            counts.trained_tokens += group.decoded_tokens
+            old = (group.version >= 0) & (group.version < self.policy.version)
+            counts.stale_trained_tokens += int(old.sum())
+            if group.resumed:
+                age = int(group.finished_step or 0) - int(group.started_step or 0)
+                counts.trained_resumed += 1
+                counts.resumed_age_steps += age
+                counts.oldest_resumed = max(counts.oldest_resumed, age)
+                counts.resumed_updates_spanned += max(group.versions) - min(group.versions)
 
     def step(self, step: int) -> None:
         """Begin a step, gather its groups, end it, train."""
@@ -274,7 +292,8 @@ class Run:
         counts.session_trained_groups += report.trained_groups
         counts.session_surplus_groups += report.surplus_groups
         counts.surplus += max(0, len(kept) - self.profile.target_groups)
-        self.train(kept[: self.profile.target_groups])
+        self.train(kept[: self.profile.target_groups], self.rejected)
+        self.rejected = []
         counts.steps += 1
 
     def evaluate(self) -> None:

@@ -105,6 +105,15 @@ def test_the_quick_bench_writes_the_issue_shape_for_every_arm_and_task(quick: di
         assert sum(row["completions"] for row in table.values()) == task["heldout_size"] * 8
 
 
+def test_a_report_summarised_again_is_the_same_report(quick: dict[str, Any]) -> None:
+    from learning_bench.learning_bench import resummarise
+
+    report = json.loads((quick["out"] / "learning_bench.json").read_text())
+    again = resummarise(json.loads((quick["out"] / "learning_bench.json").read_text()))
+
+    assert again == report
+
+
 def _runs(quick: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [
         (task, arm, {"counts": counts, "tokens": tokens})
@@ -122,6 +131,7 @@ def test_every_run_stops_at_the_token_budget_and_its_counts_conserve(quick: dict
         assert counts["judged"] == counts["session_generated_groups"], arm
         assert counts["trained"] == counts["session_trained_groups"], arm
         assert counts["surplus"] == counts["session_surplus_groups"], arm
+        assert counts["judged"] == counts["trained"] + counts["surplus"] + counts["rejected"], arm
         assert counts["trained"] <= counts["judged"], arm
         assert counts["updates"] <= counts["steps"], arm
         assert counts["trained_dead"] + counts["trained_phantom"] <= counts["trained"], arm
@@ -168,9 +178,9 @@ def test_resumed_groups_are_finished_by_the_updated_policy_and_keep_each_tokens_
     trained: list[Any] = []
     original = Run.train
 
-    def capture(self: Run, groups: list[Any]) -> None:
+    def capture(self: Run, groups: list[Any], padding: list[Any] | None = None) -> None:
         trained.extend((g, {k: v.clone() for k, v in self.policy.model.state_dict().items()}) for g in groups)
-        original(self, groups)
+        original(self, groups, padding)
 
     snapshots = {0: {k: v.clone() for k, v in run.policy.model.state_dict().items()}}
     Run.train = capture  # type: ignore[method-assign]
@@ -211,6 +221,27 @@ def test_the_loss_of_fresh_tokens_is_on_policy_gradient() -> None:
     )
 
     assert float(loss.detach()) == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_padded_diagnostic_trains_the_gated_groups_at_another_loss_scale(warm: dict[str, Any]) -> None:
+    from learning_bench.arms import KNOWN_ARMS
+
+    runs = {
+        name: make_run(KNOWN_ARMS[name], warm["task"], 0, QUICK, warm["split"], warm["weights"])
+        for name in ("gated", "gated_padded")
+    }
+    for run in runs.values():
+        run.step(0)
+    gated, padded = runs["gated"], runs["gated_padded"]
+
+    assert gated.counts == padded.counts  # the same groups judged, kept and trained
+    assert gated.counts.rejected > 0
+    assert padded.rejected == []  # used by the step's update, then dropped
+    weights = [
+        (a - b).abs().max().item()
+        for a, b in zip(gated.policy.model.parameters(), padded.policy.model.parameters(), strict=True)
+    ]
+    assert max(weights) > 0
 
 
 # -- skipping and common random numbers -------------------------------------------------
@@ -273,6 +304,15 @@ def test_tokens_to_target_interpolates_between_evaluations() -> None:
     assert tokens_to_reach(curve, 0.7) is None
 
 
+def test_the_decision_rule_reads_the_interval() -> None:
+    from learning_bench.report import verdict
+
+    assert verdict(paired([0.02, 0.03, 0.025])) == "higher"
+    assert verdict(paired([-0.02, -0.03, -0.025])) == "lower"
+    assert verdict(paired([-0.02, 0.03, 0.0])) == "no measurable difference"
+    assert verdict(paired([0.5])) == "no measurable difference"  # one seed decides nothing
+
+
 def test_paired_intervals_use_students_t() -> None:
     stats = paired([0.1, 0.2, 0.3])
 
@@ -333,3 +373,22 @@ def test_the_command_refuses_bad_flags() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit, match="no CUDA device"):
             main(["--device", "cuda"])
+
+
+# -- the published results ------------------------------------------------------------------
+def test_the_published_tables_are_the_published_results() -> None:
+    """docs/evidence.md shows the tables of benchmarks/results/learning_bench.json, row for row."""
+    from learning_bench.report import PAIRS, format_tables
+
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "benchmarks" / "results" / "learning_bench.json").read_text())
+    page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
+    rows = [line for line in format_tables(report).splitlines() if line.startswith("| ")]
+
+    assert len(rows) == 2 * (2 * (1 + len(ARM_NAMES)) + 1 + len(PAIRS))
+    assert [row for row in rows if row not in page] == []
+    assert (root / "docs" / "evidence" / "learning_bench.png").stat().st_size > 10_000
+    for task in report["tasks"].values():
+        assert task["gate"]["holds"]
+        assert task["heldout_size"] >= 500
+        assert all(len(arm["seeds"]) >= 5 for arm in task["arms"].values())
