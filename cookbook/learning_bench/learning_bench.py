@@ -1,0 +1,317 @@
+"""
+The learning bench: which admission strategy buys the most held-out accuracy per generated token?
+
+Eight arms train the same warm-started policy on the same prompts with the same seeds,
+each until the same number of generated tokens, on two tasks of one family (``neutral``:
+the shaping term costs nothing; ``conflict``: it pays for skipping a step that helps), and
+report held-out greedy accuracy against generated tokens.
+
+    python cookbook/learning_bench/learning_bench.py                # 8 arms x 2 tasks x 5 seeds, CPU
+    python cookbook/learning_bench/learning_bench.py --quick        # one seed, a few steps, every arm
+    python cookbook/learning_bench/learning_bench.py --device cuda  # a larger model, 3 arms x 3 seeds
+
+It writes ``learning_bench.json``, ``learning_bench.md`` (the tables) and
+``learning_bench.png`` (the curves) under ``--out``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the learning_bench package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import json
+import multiprocessing
+import os
+import resource
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
+from learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
+from learning_bench.task import TASKS, Split, Task, make_split
+
+__all__ = ["main", "run_bench", "warm_table"]
+
+WARM_SEED = 0  # one warm start per task, shared by every arm and seed
+
+
+def warm_table(
+    policy: Any, task: Task, problems: np.ndarray, members: int = 8, seed: int = 99
+) -> dict[str, Any]:
+    """
+    The warm start at temperature 1, ``members`` samples per problem: accuracy and rewards by
+    format, and how its groups split into mixed, all-wrong and all-right.
+    """
+    from learning_bench.rollout import decode, group_scores, new_group
+    from learning_bench.task import prompt_tokens
+
+    prompts = prompt_tokens(task, problems)
+    groups = [
+        new_group(task, int(p), prompts[i], members=members, seed=seed, key=(i,), step=0)
+        for i, p in enumerate(problems)
+    ]
+    decode(policy, groups, 0)
+    scores = [group_scores(task, g) for g in groups]
+    outcome = np.concatenate([s.outcome for s in scores])
+    shaping = np.concatenate([s.shaping for s in scores])
+    step = np.concatenate([s.step for s in scores])
+    direct = np.concatenate([s.direct for s in scores])
+    table = {}
+    for name, rows in (("step", step), ("direct", direct), ("other", ~(step | direct))):
+        count = int(rows.sum())
+        table[name] = {
+            "completions": count,
+            "accuracy": float(outcome[rows].mean()) if count else None,
+            "shaping": float(shaping[rows].mean()) if count else None,
+            "total": float((outcome + shaping)[rows].mean()) if count else None,
+        }
+    means = np.array([s.outcome.mean() for s in scores])
+    return {
+        "problems": len(problems),
+        "members": members,
+        "by_format": table,
+        "groups": {
+            "mixed": float(((means > 0) & (means < 1)).mean()),
+            "all_wrong": float((means == 0).mean()),
+            "all_right": float((means == 1).mean()),
+        },
+    }
+
+
+def prepare_task(profile: Profile, task: Task, split: Split) -> dict[str, Any]:
+    """Warm-start the task's policy on the device; measure it; return its weights (on the CPU)."""
+    from learning_bench.model import build_policy, greedy_accuracy, warm_start
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    policy = build_policy(profile.size, lr=profile.warm_lr, device=profile.device, seed=WARM_SEED)
+    warm = warm_start(
+        policy,
+        task,
+        split.warm,
+        split.validation,
+        target=profile.warm_target[task.name],
+        max_steps=profile.warm_max_steps,
+        seed=WARM_SEED,
+    )
+    return {
+        "weights": {k: v.detach().cpu().clone() for k, v in policy.model.state_dict().items()},
+        "warm_start": warm
+        | greedy_accuracy(policy, task, split.held_out)
+        | {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu},
+        "warm_table": warm_table(policy, task, split.held_out, members=profile.members),
+    }
+
+
+def run_job(job: tuple[str, str, int, Profile, Split, Mapping[str, Any]]) -> dict[str, Any]:
+    """One run (in a worker): one torch thread, the arm, the task, the seed."""
+    import torch
+
+    from learning_bench.runner import run_arm
+
+    torch.set_num_threads(1)
+    arm, task, seed, profile, split, weights = job
+    return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _run_all(jobs: list[Any], workers: int) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+
+    def done(run: dict[str, Any]) -> None:
+        runs.append(run)
+        print(
+            f"[{len(runs)}/{len(jobs)}] {run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
+            f"{run['start_accuracy']:.3f} -> {run['final_accuracy']:.3f} at {run['generated_tokens']} tokens "
+            f"({run['counts']['steps']} steps) {run['wall_s']:.0f}s wall {run['cpu_s']:.0f}s CPU",
+            flush=True,
+        )
+
+    if workers <= 1:
+        for job in jobs:
+            done(run_job(job))
+        return runs
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        for run in pool.imap_unordered(run_job, jobs):
+            done(run)
+    return runs
+
+
+def run_bench(
+    profile: Profile, tasks: Sequence[str], arms: Sequence[str], seeds: Sequence[int], *, workers: int
+) -> dict[str, Any]:
+    """Warm-start each task, run every (task, arm, seed), and summarise."""
+    import torch
+
+    torch.set_num_threads(1)
+    wall, cpu, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()
+    split = make_split(profile.held_out, profile.pool, profile.warm)
+    prepared = {name: prepare_task(profile, TASKS[name], split) for name in tasks}
+    # Seed-major: a bench cut short still has every arm of the first seeds.
+    jobs = [
+        (arm, name, seed, profile, split, prepared[name]["weights"])
+        for seed in seeds
+        for name in tasks
+        for arm in arms
+    ]
+    runs = _run_all(jobs, workers)
+    report: dict[str, Any] = {
+        "setup": {
+            "profile": profile.to_dict(),
+            "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
+            "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
+            "seeds": list(seeds),
+            "workers": workers,
+            "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
+        },
+        "tasks": {},
+    }
+    for name in tasks:
+        extras = {"heldout_size": len(split.held_out)}
+        extras |= {key: prepared[name][key] for key in ("warm_start", "warm_table")}
+        report["tasks"][name] = summarise(runs, name, arms, extras)
+    report["timing"] = {
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": _cpu_seconds() - cpu,
+        "run_cpu_s": sum(r["cpu_s"] for r in runs),
+        "load_average_start": list(load),
+        "load_average_end": list(os.getloadavg()),
+    }
+    return report
+
+
+def summarise(
+    runs: Sequence[dict[str, Any]], task: str, arms: Sequence[str], extras: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One task's summary (``extras``: its held-out size and warm start), with the gate."""
+    summary = summarise_task([r for r in runs if r["task"] == task], arms) | dict(extras)
+    if "outcome_only" in summary["arms"]:
+        summary["gate"] = _gate(summary["arms"]["outcome_only"]["gain_over_start"])
+    return summary
+
+
+def resummarise(report: dict[str, Any]) -> dict[str, Any]:
+    """A published report summarised again by this code, from its own per-run records."""
+    arms = [arm["name"] for arm in report["setup"]["arms"]]
+    for name, task in report["tasks"].items():
+        extras = {key: task[key] for key in ("heldout_size", "warm_start", "warm_table")}
+        report["tasks"][name] = summarise(runs_from_summary(task, name), name, arms, extras)
+    return report
+
+
+def _gate(gain: Mapping[str, float | None]) -> dict[str, Any]:
+    """The testbed's gate: outcome_only gains >= +0.10 with the 95% interval's low end >= +0.05."""
+    low = gain["ci95_low"]
+    mean = gain["mean"]
+    return {
+        "gain": mean,
+        "ci95_low": low,
+        "holds": bool(mean is not None and mean >= 0.10 and low is not None and low >= 0.05),
+    }
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+
+
+def _names(value: str, known: Sequence[str], flag: str) -> list[str]:
+    names = [n for n in value.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise SystemExit(f"{flag}: unknown or empty {unknown or value!r} (known: {list(known)})")
+    return names
+
+
+def _seeds(value: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in value.split(",")] if "," in value else list(range(int(value)))
+    except ValueError:
+        raise SystemExit(
+            f"--seeds must be a count or a comma-separated list of seeds (got {value!r})"
+        ) from None
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"--seeds must name at least one seed >= 0 (got {value!r})")
+    return seeds
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="learning_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seeds", default=None, help="a count (seeds 0..N-1) or a list '0,3,4' (default 5; cuda 3; quick 1)"
+    )
+    parser.add_argument(
+        "--arms", default=None, help=f"comma-separated, of {list(ARM_NAMES)} (default all; cuda 3)"
+    )
+    parser.add_argument("--tasks", default="neutral,conflict", help="comma-separated, of neutral, conflict")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="runs in parallel (default 2; cuda and quick 1)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="one seed, a few steps, every arm: the smoke test"
+    )
+    parser.add_argument(
+        "--device", default="cpu", choices=("cpu", "cuda"), help="cuda: the larger model on one GPU"
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=None, help="override the generated-token budget per run"
+    )
+    parser.add_argument("--out", default="runs/learning_bench", help="folder for the report, tables and plot")
+    parser.add_argument(
+        "--resummarise", metavar="JSON", default=None, help="rebuild the summary, tables and plot of a report"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parse the flags, run the bench, write and print the report."""
+    args = _parser().parse_args(argv)
+    if args.resummarise:
+        report = resummarise(json.loads(Path(args.resummarise).read_text()))
+        _write(report, Path(args.out))
+        return report
+    profile = profile_for(args.device, quick=args.quick)
+    if args.tokens is not None:
+        if args.tokens < 1:
+            raise SystemExit(f"--tokens must be >= 1 (got {args.tokens})")
+        profile = attrs.evolve(profile, token_budget=args.tokens)
+    arms = _names(args.arms, list(KNOWN_ARMS), "--arms") if args.arms else list(profile.arms)
+    tasks = _names(args.tasks, list(TASKS), "--tasks")
+    seeds = _seeds(args.seeds) if args.seeds else list(range(profile.seeds))
+    workers = profile.workers if args.workers is None else args.workers
+    if workers < 1:
+        raise SystemExit(f"--workers must be >= 1 (got {workers})")
+    _check_device(profile.device)
+    report = run_bench(profile, tasks, arms, seeds, workers=workers)
+    _write(report, Path(args.out))
+    timing = report["timing"]
+    print(f"bench: {timing['wall_s']:.0f}s wall, {timing['cpu_s']:.0f}s CPU; report: {args.out}")
+    return report
+
+
+def _write(report: Mapping[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learning_bench.json").write_text(json.dumps(report, indent=1) + "\n")
+    tables = format_tables(report)
+    (out / "learning_bench.md").write_text(tables + "\n")
+    write_plot(report, out / "learning_bench.png")
+    print(tables)
+
+
+if __name__ == "__main__":
+    main()

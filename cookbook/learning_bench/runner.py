@@ -1,0 +1,357 @@
+"""
+One run: an arm trains the warm-started policy on a task with a seed until the token budget.
+
+Every arm runs an ``AdmissionSession`` from the public API, as a user would:
+
+- round arms begin a step, generate the target's groups, judge them, and generate what
+  ``session.plan`` asks for until it asks for nothing (no budget: one round);
+- history arms pick each round's prompts with ``session.pick_prompts(history, ...)`` and
+  observe every judged group into the ``PromptHistory``;
+- the streaming arm launches what ``session.stream_plan`` says on an engine of limited
+  slots, judges each group as it finishes, and when the target is met carries the groups
+  still running into the next step, where the updated policy finishes them.
+
+A step trains on its kept groups (at most the target, in the order judged; the rest are
+surplus) with one optimizer update. Tokens are charged in the step that decoded them,
+whether their group is trained on, rejected, surplus, or still running at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from group_admission import AdmissionSession, PromptHistory, PromptHistoryConfig
+
+from .arms import Arm, Profile
+from .model import Policy, advantages, greedy_accuracy, group_std, policy_loss
+from .rollout import Group, decode, group_scores, new_group, tick
+from .task import Split, Task, prompt_tokens
+
+__all__ = ["PromptStream", "Run", "run_arm"]
+
+
+class PromptStream:
+    """The pool in an order reshuffled every epoch (seeded); prompts put back come out first."""
+
+    def __init__(self, pool: np.ndarray, seed: int) -> None:
+        self._pool = np.asarray(pool)
+        self._rng = np.random.default_rng([seed, 7])
+        self._epoch = -1
+        self._queue: list[tuple[int, int]] = []
+
+    def take(self, count: int) -> list[tuple[int, int]]:
+        """The next ``count`` ``(prompt id, epoch)`` pairs."""
+        while len(self._queue) < count:
+            self._epoch += 1
+            self._queue += [(int(p), self._epoch) for p in self._rng.permutation(self._pool)]
+        taken, self._queue = self._queue[:count], self._queue[count:]
+        return taken
+
+    def put_back(self, items: list[tuple[int, int]]) -> None:
+        """Offer ``items`` again, first."""
+        self._queue = items + self._queue
+
+
+@attrs.define
+class Counts:
+    """What a run did, summed over its steps."""
+
+    tokens: int = 0
+    steps: int = 0
+    updates: int = 0
+    judged: int = 0
+    trained: int = 0
+    trained_dead: int = 0
+    trained_phantom: int = 0
+    trained_tokens: int = 0
+    surplus: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    skipped_informative: int = 0
+    trained_resumed: int = 0
+    resumed_age_steps: int = 0
+    resumed_updates_spanned: int = 0
+    oldest_resumed: int = 0
+    stale_trained_tokens: int = 0
+    resumed_prior_tokens: int = 0
+    carried: int = 0
+    carried_at_end: int = 0
+    tokens_carried_at_end: int = 0
+    session_generated_groups: int = 0
+    session_generated_tokens: int = 0
+    session_trained_groups: int = 0
+    session_surplus_groups: int = 0
+    decode_ticks: int = 0
+
+
+@attrs.define
+class Run:
+    """The state of one run."""
+
+    arm: Arm
+    task: Task
+    seed: int
+    profile: Profile
+    split: Split
+    policy: Policy
+    session: AdmissionSession
+    stream: PromptStream
+    history: PromptHistory | None = None
+    carried: list[Group] = attrs.field(factory=list)
+    rejected: list[Group] = attrs.field(factory=list)  # this step's, for an arm with a padded loss
+    counts: Counts = attrs.field(factory=Counts)
+    curve: list[dict[str, float]] = attrs.field(factory=list)
+
+    # -- groups ---------------------------------------------------------------------
+    def launch(self, items: list[tuple[int, int]], step: int) -> list[Group]:
+        """New groups for ``(prompt, epoch)`` items; the uniforms are keyed by them, not by the arm."""
+        prompts = prompt_tokens(self.task, np.array([p for p, _ in items], dtype=np.int64))
+        return [
+            new_group(
+                self.task,
+                prompt,
+                prompts[i],
+                members=self.profile.members,
+                seed=self.seed,
+                key=(int(self.task.shows_step), epoch, prompt),
+                step=step,
+            )
+            for i, (prompt, epoch) in enumerate(items)
+        ]
+
+    def rewards(self, groups: list[Group]) -> dict[str, np.ndarray]:
+        """The reward components the session judges (``{"outcome"}`` or ``{"outcome", "shaping"}``)."""
+        scores = [group_scores(self.task, g) for g in groups]
+        rewards = {"outcome": np.stack([s.outcome for s in scores])}
+        if self.arm.reward == "composite":
+            rewards["shaping"] = np.stack([s.shaping for s in scores])
+        return rewards
+
+    def judge_round(self, groups: list[Group], decoded: int) -> list[Group]:
+        """Judge a decoded round; return the kept groups, in order."""
+        verdicts = self.session.judge_batch(self.rewards(groups), generated_tokens=decoded)
+        self.counts.judged += len(groups)
+        if self.history is not None:
+            ids = [g.prompt_id for g in groups]
+            self.history.observe_batch(ids, verdicts.result, step=self.session.step)
+        keep = verdicts.keep.tolist()
+        self.note_rejected([g for g, k in zip(groups, keep, strict=True) if not k])
+        return [g for g, k in zip(groups, keep, strict=True) if k]
+
+    def note_rejected(self, groups: list[Group]) -> None:
+        """Count rejected groups (and keep them for an arm whose loss is padded with them)."""
+        self.counts.rejected += len(groups)
+        if self.arm.padded_loss:
+            self.rejected += groups
+
+    def counterfactual(self, items: list[tuple[int, int]], step: int) -> None:
+        """
+        Generate, judge and discard the groups skipped prompts would have got (common random
+        numbers: the same uniforms, the same policy); never charged, never trained on.
+        """
+        if not items:
+            return
+        groups = self.launch(items, step)
+        decode(self.policy, groups, step)
+        result = self.session.policy.evaluate_batch(self.rewards(groups))
+        self.counts.skipped += len(items)
+        self.counts.skipped_informative += int(result.admitted.sum())
+
+    # -- steps ----------------------------------------------------------------------
+    def round_step(self, step: int) -> list[Group]:
+        """A step of rounds: the target's groups, then what ``session.plan`` asks for."""
+        kept: list[Group] = []
+        wanted = self.profile.target_groups
+        while wanted:
+            groups = self.launch(self.stream.take(wanted), step)
+            decoded = decode(self.policy, groups, step)
+            self.counts.tokens += decoded
+            kept += self.judge_round(groups, decoded)
+            wanted = self.session.plan(num_generations=self.profile.members).extra_groups
+        return kept
+
+    def history_step(self, step: int) -> list[Group]:
+        """A step of rounds whose prompts ``session.pick_prompts`` chooses with the history."""
+        assert self.history is not None
+        kept: list[Group] = []
+        offered_total = 0
+        while offered_total <= len(self.split.pool):  # a whole pool skipped: end the step short
+            offered = self.stream.take(self.profile.pick_window)
+            offered_total += len(offered)
+            epochs = dict(offered)
+            plan = self.session.pick_prompts(
+                self.history, [p for p, _ in offered], num_generations=self.profile.members
+            )
+            if not plan.generate and (plan.remaining_target_groups == 0 or plan.exhausted):
+                # Nothing more this step: no skip was acted on, so every prompt goes back.
+                self.stream.put_back(offered)
+                break
+            self.stream.put_back([(p, epochs[p]) for p in plan.deferred])
+            self.counterfactual([(p, epochs[p]) for p in plan.skipped], step)
+            if plan.generate:
+                groups = self.launch([(p, epochs[p]) for p in plan.generate], step)
+                decoded = decode(self.policy, groups, step)
+                self.counts.tokens += decoded
+                kept += self.judge_round(groups, decoded)
+        return kept
+
+    def stream_step(self, step: int) -> list[Group]:
+        """A streaming step with partial rollout: launch, tick, judge as groups finish, carry the rest."""
+        kept: list[Group] = []
+        running, self.carried = self.carried, []
+        members = self.profile.members
+        while True:
+            plan = self.session.stream_plan(
+                len(running), num_generations=members, confidence=self.profile.confidence
+            )
+            # Stop on the target (abort names what is still running) or when nothing can run.
+            if plan.abort or plan.exhausted or plan.remaining_target_groups == 0:
+                break
+            running += self.launch(self.stream.take(plan.launch), step)
+            self.counts.tokens += tick(self.policy, running, step, slots=self.profile.slots)
+            self.counts.decode_ticks += 1
+            for group in [g for g in running if g.finished]:
+                group.finished_step = step
+                now = group.tokens_by_step.get(step, 0)
+                self.counts.resumed_prior_tokens += group.decoded_tokens - now  # charged in earlier steps
+                rewards = {k: v[0] for k, v in self.rewards([group]).items()}
+                verdict = self.session.judge(rewards, generated_tokens=now)
+                self.counts.judged += 1
+                if verdict.keep:
+                    kept.append(group)
+                else:
+                    self.note_rejected([group])
+            running = [g for g in running if not g.finished]
+        self.carried = running  # stopped, not aborted: resumed at the next step's start
+        self.counts.carried += len(running)
+        return kept
+
+    # -- training -------------------------------------------------------------------
+    def train(self, groups: list[Group], padding: list[Group] | None = None) -> None:
+        """
+        One clipped policy-gradient update on ``groups`` (none when there are none).
+
+        ``padding`` groups join the loss at zero advantage: they change only its
+        token-mean denominator (a diagnostic of the loss scale, not a bench arm).
+        """
+        if not groups:
+            return
+        rewards = self.rewards(groups)
+        total = sum(rewards.values())
+        self.count_trained(groups, rewards["outcome"], total)
+        batch = groups + list(padding or [])
+        adv = np.concatenate([advantages(total), np.zeros((len(batch) - len(groups), total.shape[1]))])
+        loss = policy_loss(
+            self.policy,
+            np.repeat(np.stack([g.prompt for g in batch]), self.profile.members, axis=0),
+            np.concatenate([g.tokens for g in batch]),
+            np.concatenate([g.logp for g in batch]),
+            np.concatenate([g.progress for g in batch]),
+            adv.reshape(-1),
+        )
+        self.policy.update(loss)
+        self.counts.updates += 1
+
+    def count_trained(self, groups: list[Group], outcome: np.ndarray, total: np.ndarray) -> None:
+        """What the trained groups were: dead, phantom, resumed (and how stale)."""
+        counts = self.counts
+        dead = group_std(total) == 0
+        counts.trained += len(groups)
+        counts.trained_dead += int(dead.sum())
+        counts.trained_phantom += int(((group_std(outcome) == 0) & ~dead).sum())
+        for group in groups:
+            counts.trained_tokens += group.decoded_tokens
+            old = (group.version >= 0) & (group.version < self.policy.version)
+            counts.stale_trained_tokens += int(old.sum())
+            if group.resumed:
+                age = int(group.finished_step or 0) - int(group.started_step or 0)
+                counts.trained_resumed += 1
+                counts.resumed_age_steps += age
+                counts.oldest_resumed = max(counts.oldest_resumed, age)
+                counts.resumed_updates_spanned += max(group.versions) - min(group.versions)
+
+    def step(self, step: int) -> None:
+        """Begin a step, gather its groups, end it, train."""
+        self.session.begin_step(target_groups=self.profile.target_groups)
+        if self.arm.streaming:
+            kept = self.stream_step(step)
+        elif self.history is not None:
+            kept = self.history_step(step)
+        else:
+            kept = self.round_step(step)
+        report = self.session.end_step()
+        counts = self.counts
+        counts.session_generated_groups += report.generated_groups
+        counts.session_generated_tokens += report.generated_tokens
+        counts.session_trained_groups += report.trained_groups
+        counts.session_surplus_groups += report.surplus_groups
+        counts.surplus += max(0, len(kept) - self.profile.target_groups)
+        self.train(kept[: self.profile.target_groups], self.rejected)
+        self.rejected = []
+        counts.steps += 1
+
+    def evaluate(self) -> None:
+        """Held-out greedy accuracy now, at the tokens generated so far."""
+        result = greedy_accuracy(self.policy, self.task, self.split.held_out)
+        self.curve.append({"tokens": self.counts.tokens, "steps": self.counts.steps, **result})
+
+
+def make_run(
+    arm: Arm, task: Task, seed: int, profile: Profile, split: Split, weights: Mapping[str, torch.Tensor]
+) -> Run:
+    """A run of ``arm`` from the warm start's ``weights``, with a fresh optimizer."""
+    from .model import build_policy
+
+    policy = build_policy(profile.size, lr=profile.lr, device=profile.device, seed=seed)
+    policy.model.load_state_dict(weights)
+    history = None
+    if arm.history is not None:
+        config = PromptHistoryConfig(group_size=profile.members, seed=seed, **dict(arm.history))
+        history = PromptHistory(config)
+    session = AdmissionSession(
+        None if arm.admission is None else dict(arm.admission),
+        budget=None if arm.budget is None else dict(arm.budget),
+        host="learning_bench",
+    )
+    return Run(arm, task, seed, profile, split, policy, session, PromptStream(split.pool, seed), history)
+
+
+def run_arm(
+    arm: Arm, task: Task, seed: int, profile: Profile, split: Split, weights: Mapping[str, torch.Tensor]
+) -> dict[str, Any]:
+    """Train until the token budget, evaluating at every budget share; return the run's record."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run = make_run(arm, task, seed, profile, split, weights)
+    budget = profile.token_budget
+    marks = [budget * (k + 1) // profile.evaluations for k in range(profile.evaluations)]
+    run.evaluate()
+    step = 0
+    while run.counts.tokens < budget:
+        run.step(step)
+        step += 1
+        while marks and run.counts.tokens >= marks[0]:
+            marks.pop(0)
+            run.evaluate()
+    counts = run.counts
+    counts.carried_at_end = len(run.carried)
+    counts.tokens_carried_at_end = sum(g.decoded_tokens for g in run.carried)
+    return {
+        "arm": arm.name,
+        "task": task.name,
+        "seed": seed,
+        "start_accuracy": run.curve[0]["accuracy"],
+        "final_accuracy": run.curve[-1]["accuracy"],
+        "final_step_share": run.curve[-1]["step_share"],
+        "generated_tokens": counts.tokens,
+        "curve": run.curve,
+        "counts": attrs.asdict(counts),
+        "session": run.session.stats.to_dict()["counts"],
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
