@@ -81,12 +81,11 @@ class StepBook:
         )
         self.plan = self.call = None
 
-    def require(self, what: str) -> SamplingBudgetState:
-        """The open step's budget state, or ``StepLifecycleError`` naming the call ``what``."""
+    def require(self, what: str) -> None:
+        """Raise ``StepLifecycleError`` naming the call ``what`` unless a step is open."""
         if not self.open or self.state is None:
             msg = f"call begin_step(target_groups) before {what}()"
             raise StepLifecycleError(msg)
-        return self.state
 
     def count(
         self,
@@ -167,7 +166,7 @@ class StepBook:
             state,
             target_groups=self.target,
             num_generations=self.group_size(call.num_generations),
-            judged=call.judged,
+            judged=self.stats.candidates,
         )
         self.call = call
         return plan
@@ -179,18 +178,8 @@ class StepBook:
         Whether it was exhausted, and what bound it, is what the step's last planning call
         says on the final counts (a step never planned: the round planner's default).
         """
-        call = self.call or PlanCall(kind="round", judged=self.stats.candidates)
-        # A streaming step is one round in progress: its planner sees the counts unfolded.
-        unfolded, size = self.with_round(), self.group_size(call.num_generations)
-        state = self.fold_round(controller)
-        target = self.target
-        final = call.replay(
-            controller,
-            unfolded if call.kind == "stream" else state,
-            target_groups=target,
-            num_generations=size,
-            judged=self.stats.candidates,
-        )
+        final = self.run(self.call or PlanCall(kind="round", judged=self.stats.candidates), controller)
+        state, target = self.fold_round(controller), self.target
         kept = self.stats.admitted + self.stats.fallback_admitted
         self.open, self.call = False, None
         return StepReport(
