@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
+import numpy as np
 
 from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
@@ -220,6 +221,9 @@ def _legacy_counts(observation: object) -> tuple[int, int]:
     candidates = getattr(observation, "candidates", None)
     if isinstance(candidates, int):  # AdmissionStats
         return candidates, int(observation.admitted)  # type: ignore[attr-defined]
+    mask = getattr(observation, "admitted", None)
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_:  # a batch result: count its mask
+        return len(mask), int(np.count_nonzero(mask))
     if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
         kinds = "decisions, a BatchAdmissionResult or an AdmissionStats"
         msg = f"'decisions_or_stats' must be {kinds} (got {describe(observation)})"
