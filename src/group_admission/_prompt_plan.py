@@ -118,6 +118,19 @@ class PromptPlan(PlanBase):
         """The informative groups the round expects: the sum of its probabilities."""
         return float(sum(self.informative_probabilities))
 
+    @property
+    def effective_rate(self) -> float:
+        """
+        The admission rate the plan assumed: the mean informative probability of ``generate``.
+
+        As :attr:`ResamplePlan.effective_rate` for one batch rate; 0.0 when nothing is
+        generated.
+
+        .. versionadded:: 0.2.0
+        """
+        chosen = len(self.informative_probabilities)
+        return self.expected_informative / chosen if chosen else 0.0
+
 
 def plan_prompts(
     controller: SamplingBudgetController,
