@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -525,7 +526,7 @@ def _consistent(data: dict[str, Any]) -> bool:
     if not all(type(value) is int and value >= 0 for value in counts.values()):
         return False
     ema = data["effective_rate_ema"]
-    if ema is not None and (type(ema) not in (int, float) or not 0.0 <= ema <= 1.0):
+    if ema is not None and (type(ema) is not float or not 0.0 <= ema <= 1.0):  # a float, as written
         return False
     return (
         data["admitted_groups"] + data["rejected_groups"] == data["generated_groups"]
@@ -652,6 +653,27 @@ def test_numpy_integers_are_counts_and_stay_plain_ints() -> None:
     assert json.loads(json.dumps(plan.to_dict())) == plan.to_dict()
     assert {int} == {type(v) for k, v in state.to_dict().items() if k != "effective_rate_ema"}
     assert binomial_groups_needed(np.int64(3), np.float32(0.5), 0.9) == binomial_groups_needed(3, 0.5, 0.9)
+
+
+def test_a_state_built_from_numpy_scalars_holds_plain_numbers() -> None:
+    np = pytest.importorskip("numpy")
+    state = SamplingBudgetState(
+        sampling_rounds=np.int64(1), generated_groups=np.uint8(2), admitted_groups=np.int32(1),
+        rejected_groups=1, generated_samples=np.int64(8), effective_rate_ema=np.float32(0.5),
+    )  # fmt: skip
+
+    assert json.loads(json.dumps(state.to_dict())) == state.to_dict()
+    assert {int} == {type(v) for k, v in state.to_dict().items() if k != "effective_rate_ema"}
+    assert type(state.effective_rate_ema) is float
+
+
+def test_a_saved_rate_that_would_not_write_back_as_saved_is_refused() -> None:
+    saved = {**SamplingBudgetState(generated_groups=1, admitted_groups=1, generated_samples=1).to_dict()}
+    saved.update(sampling_rounds=1, effective_rate_ema=1)
+
+    with pytest.raises(CheckpointError, match=re.escape("'effective_rate_ema' must be a float (got 1)")):
+        SamplingBudgetState.from_dict(saved)
+    assert 1.0 == SamplingBudgetState.from_dict({**saved, "effective_rate_ema": 1.0}).effective_rate_ema
 
 
 @pytest.mark.parametrize("remaining", [70, 150, 400, 1500])

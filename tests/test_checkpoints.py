@@ -343,16 +343,16 @@ SESSION_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
         "do not add up to the step's",
     ),
     (
-        "a last plan with race null",
-        lambda s: s["step"].update(last_plan={**_session_state(3)["step"]["last_plan"], "race": None}),
-        "'step.last_plan': 'race' must be a real number",
+        "a last call with race null",
+        lambda s: s["step"].update(last_call={**_session_state(3)["step"]["last_call"], "race": None}),
+        "'step.last_call': 'race' must be a number >= 1",
     ),
     (
-        "a last plan with a field missing",
+        "a last call with a field missing",
         lambda s: s["step"].update(
-            last_plan={k: v for k, v in _session_state(3)["step"]["last_plan"].items() if k != "race"}
+            last_call={k: v for k, v in _session_state(3)["step"]["last_call"].items() if k != "race"}
         ),
-        "'step.last_plan' must hold every field of a planning call",
+        "'step.last_call' must have exactly the keys",
     ),
     (
         "a config value of another type",

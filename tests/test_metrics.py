@@ -155,6 +155,28 @@ def test_stats_count_external_details_and_fallbacks() -> None:
     assert 3 == stats.metrics()["fallback_admitted_group_count"]
 
 
+def test_metrics_are_one_snapshot_even_when_a_thread_counts_between_reads() -> None:
+    stats = AdmissionStats()
+    decisions = round_of_decisions()
+    stats.add_many(decisions)
+    real_lock = stats._lock
+
+    class CountsOnRelease:
+        """The stats' lock, with another thread's fallback counted the moment it is released."""
+
+        def __enter__(self) -> None:
+            real_lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            stats._counts["fallback_admitted"] += 1  # what a concurrent record_fallback(1) does
+            real_lock.release()
+
+    stats._lock = CountsOnRelease()  # type: ignore[assignment]
+    metrics = stats.metrics()
+
+    assert 0 == metrics["fallback_admitted_group_count"]  # the snapshot's, not a later count
+
+
 def test_merge_sums_and_leaves_the_operands_alone() -> None:
     left, right = AdmissionStats(), AdmissionStats()
     left.add_many(round_of_decisions())

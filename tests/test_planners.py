@@ -8,6 +8,7 @@ end the loop their docs show.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -113,6 +114,28 @@ def test_every_planner_refuses_the_same_bad_arguments_alike(
         PLANNERS[planner](4, **arguments)
 
 
+STREAM_BAD = [
+    ({"race": 0.5}, ValueError, "'race' must be a finite number >= 1 (got 0.5)"),
+    ({"race": HUGE}, ValueError, "'race' must be a finite number >= 1 (got 1000"),
+    ({"race": float("nan")}, ValueError, "'race' must be a finite number >= 1 (got nan)"),
+    ({"race": "2"}, TypeError, "'race' must be a number >= 1 (got '2')"),
+    ({"top_up_below": 1.0}, ValueError, "'top_up_below' must be in (0, 1) (got 1.0)"),
+    ({"confidence": None, "top_up_below": None}, TypeError, "'top_up_below' must be a number in (0, 1)"),
+]
+STREAM_BAD_IDS = ["race 0.5", "race huge", "race nan", "race str", "top_up_below 1", "top_up_below None"]
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), STREAM_BAD, ids=STREAM_BAD_IDS)
+def test_both_streaming_planners_refuse_the_same_bad_knobs_alike(
+    arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    layer_below = SamplingBudgetController(BUDGET), SamplingBudgetState()
+    with pytest.raises(error, match=re.escape(message)):
+        plan_stream(*layer_below, target_groups=4, in_flight=0, num_generations=4, **arguments)
+    with pytest.raises(error, match=re.escape(message)):
+        _stream_plan(4, **arguments)
+
+
 @pytest.mark.parametrize("planner", list(PLANNERS))
 def test_every_planner_copes_with_a_target_beyond_the_float_range(planner: str) -> None:
     plan = PLANNERS[planner](HUGE, num_generations=4)
@@ -136,6 +159,61 @@ def test_a_stream_plan_copes_with_groups_in_flight_beyond_the_float_range() -> N
     )
     # The tokens in flight alone exceed the cap: nothing more is launched, nor exhausted.
     assert (0, ("token_budget",), False) == (capped.launch, capped.limited_by, capped.exhausted)
+
+
+NUMPY_ARGUMENTS = {"num_generations": np.int64(4), "estimated_tokens_per_group": np.float32(1.5)}
+PLAIN_ARGUMENTS = {"num_generations": 4, "estimated_tokens_per_group": 1.5}
+NUMPY_KNOBS = {"confidence": np.float64(0.9), "top_up_below": np.float32(0.5), "race": np.float32(1.5)}
+
+
+@pytest.mark.parametrize("planner", list(PLANNERS))
+def test_every_planner_takes_numpy_scalars_as_the_numbers_they_hold(planner: str) -> None:
+    knobs = {k: float(v) for k, v in NUMPY_KNOBS.items()} if planner == "stream_plan" else {}
+    numpy_knobs = NUMPY_KNOBS if planner == "stream_plan" else {}
+
+    assert PLANNERS[planner](4, **PLAIN_ARGUMENTS, **knobs) == PLANNERS[planner](
+        4, **NUMPY_ARGUMENTS, **numpy_knobs
+    )
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.plan(np.int64(4), estimated_tokens_per_group=np.int64(100)),
+        lambda s: s.can_launch(np.int64(1), in_flight=np.int64(2), num_generations=np.int64(4)),
+        lambda s: s.stream_plan(np.int64(2), num_generations=np.uint8(4), **NUMPY_KNOBS),
+        lambda s: s.stream_plan(estimated_tokens_per_group=np.float32(1.5)),
+        lambda s: s.pick_prompts(_history(), [1, 2], num_generations=np.int32(4)),
+    ],
+    ids=["plan", "can_launch", "stream_plan", "stream_plan tokens", "pick_prompts"],
+)
+def test_a_state_after_numpy_arguments_is_plain_json(call: Callable[[AdmissionSession], Any]) -> None:
+    session = _session(4)
+    session.judge(LIVE)
+    call(session)
+    state = session.state_dict()
+    restored = _session(0)
+    restored.load_state_dict(json.loads(json.dumps(state)))
+
+    assert state == restored.state_dict()
+    assert session.end_step() == restored.end_step()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [({"num_generations": 0}, ValueError), ({"estimated_tokens_per_group": "many"}, TypeError)],
+)
+def test_a_pick_prompts_refused_for_its_arguments_leaves_the_round_in_progress_open(
+    arguments: dict[str, Any], error: type[Exception]
+) -> None:
+    session = _session(4)
+    session.judge(LIVE)
+    budget, before = session.budget_state, session.state_dict()
+
+    with pytest.raises(error):
+        session.pick_prompts(_history(), [1, 2], **arguments)
+    assert budget == session.budget_state
+    assert before == session.state_dict()
 
 
 @pytest.mark.parametrize("planner", ["plan_prompts", "pick_prompts"])

@@ -24,6 +24,7 @@ from group_admission import (
     SamplingBudgetConfig,
     StepLifecycleError,
 )
+from group_admission._plan_call import PlanCall
 from group_admission._session_state import SessionParts, StepBook
 
 GATE = {"min_reward_std": 1e-6}
@@ -319,6 +320,11 @@ def test_a_state_saved_under_other_settings_is_refused() -> None:
     assert target.state_dict()["config"]["policy"]["min_reward_std"] == 0.1
 
 
+def _call(**fields: Any) -> dict[str, Any]:
+    """A planning call as a state holds it: every field, ``fields`` changed."""
+    return {**PlanCall(kind="round", judged=0).to_dict(), **fields}
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -329,17 +335,28 @@ def test_a_state_saved_under_other_settings_is_refused() -> None:
         (lambda s: s.update(windows=[[0, 1, 2]]), "dropped more groups (2) than it judged (1)"),
         (lambda s: s["budget"].pop("generated_groups"), "missing key(s) ['generated_groups']"),
         (lambda s: s["round"].update(samples=0), "fewer samples than groups"),
-        (lambda s: s["step"].update(last_plan=[1]), "'step.last_plan' must be null or, in an open step"),
-        (lambda s: s["step"].update(last_plan={"kind": "wave", "judged": 0}), "'kind' must be one of"),
+        (lambda s: s["step"].update(last_call=[1]), "'step.last_call' must be a mapping"),
+        (lambda s: s["step"].update(last_call=_call(kind="wave")), "'kind' must be one of"),
         (
-            lambda s: s["step"].update(last_plan={"kind": "round", "judged": 2}),
-            "'step.last_plan.judged' (2) exceeds the step's judged groups (1)",
+            lambda s: s["step"].update(last_call=_call(judged=2)),
+            "'step.last_call.judged' (2) exceeds the step's judged groups (1)",
         ),
         (
-            lambda s: s["step"].update(last_plan={"kind": "stream", "judged": 0, "race": 0.5}),
-            "'race' must be >= 1",
+            lambda s: s["step"].update(last_call=_call(kind="stream", race=0.5)),
+            "'race' must be a finite number >= 1",
         ),
-        (lambda s: s["step"].update(last_plan={"kind": "round", "judged": 0, "x": 1}), "'step.last_plan'"),
+        (
+            lambda s: s["step"].update(last_call=_call(race=2)),
+            "'step.last_call.race' must be a float (got 2)",
+        ),
+        (
+            lambda s: s["step"].update(last_call={**_call(), "x": 1}),
+            "'step.last_call' must have exactly the keys",
+        ),
+        (
+            lambda s: s["step"].update(last_call={"kind": "round", "judged": 0}),
+            "'step.last_call' must have exactly",
+        ),
     ],
 )
 def test_a_damaged_state_is_refused_and_the_session_is_left_unchanged(mutate: Any, message: str) -> None:

@@ -230,6 +230,20 @@ class TestPlanPrompts:
         assert needed == len(plan.generate) == plan.requested_groups
         assert plan.generate + plan.deferred == tuple(range(10, 20))
         assert math.isclose(sum(plan.informative_probabilities), plan.expected_informative)
+        assert math.isclose(float(np.mean(plan.informative_probabilities)), plan.effective_rate)
+
+    def test_a_round_that_generates_nothing_assumed_no_rate(self) -> None:
+        plan = plan_prompts(
+            _controller(),
+            _state(4, 0),
+            _history(),
+            list(range(20)),
+            step=0,
+            target_groups=4,
+            num_generations=4,
+        )
+
+        assert ((), 0.0, 0.0) == (plan.generate, plan.expected_informative, plan.effective_rate)
 
     def test_the_caps_cut_the_round(self) -> None:
         controller = _controller(max_extra_groups=0, max_resample_rounds=1)

@@ -12,15 +12,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
+import numpy as np
 
 from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
 from ._plans import BudgetLimit, PlanBase, size_plan
-from ._state_checks import StateFormat
+from ._state_checks import StateFormat, check_written_back
 from ._validation import (
     check_count,
     check_ge,
-    check_int,
     check_one_of,
     check_range,
     deprecated,
@@ -45,8 +45,6 @@ __all__ = [
 PlanningMode = Literal["expected", "confidence"]
 #: The planning modes of :class:`SamplingBudgetConfig` (``mode``).
 PLANNING_MODES: tuple[PlanningMode, ...] = ("expected", "confidence")
-
-_count = (check_int, check_ge(0))
 
 
 @attrs.frozen(kw_only=True)
@@ -89,17 +87,6 @@ class SamplingBudgetConfig(MappingConfig):
         return attrs.asdict(self)
 
 
-def _check_ema(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        msg = f"'{attribute.name}' must be None or a real number (got {describe(value)})"
-        raise TypeError(msg)
-    if not 0.0 <= value <= 1.0:
-        msg = f"'{attribute.name}' must be None or a number in [0, 1] (got {describe(value)})"
-        raise ValueError(msg)
-
-
 @attrs.define(kw_only=True)
 class SamplingBudgetState:
     """
@@ -111,13 +98,13 @@ class SamplingBudgetState:
     .. versionadded:: 0.1.0
     """
 
-    sampling_rounds: int = attrs.field(default=0, validator=_count)
-    generated_groups: int = attrs.field(default=0, validator=_count)
-    generated_samples: int = attrs.field(default=0, validator=_count)
-    generated_tokens: int = attrs.field(default=0, validator=_count)
-    admitted_groups: int = attrs.field(default=0, validator=_count)
-    rejected_groups: int = attrs.field(default=0, validator=_count)
-    effective_rate_ema: float | None = attrs.field(default=None, validator=_check_ema)
+    sampling_rounds: int = int_field(0, check_ge(0))
+    generated_groups: int = int_field(0, check_ge(0))
+    generated_samples: int = int_field(0, check_ge(0))
+    generated_tokens: int = int_field(0, check_ge(0))
+    admitted_groups: int = int_field(0, check_ge(0))
+    rejected_groups: int = int_field(0, check_ge(0))
+    effective_rate_ema: float | None = real_field(None, check_range(0, 1), optional=True)
 
     @property
     def resample_rounds(self) -> int:
@@ -146,6 +133,7 @@ class SamplingBudgetState:
             state = cls(**data)
         except (TypeError, ValueError) as exc:
             format_.fail(str(exc))
+        check_written_back(data, state.to_dict(), "", format_.fail)
         problem = state._contradiction()
         if problem:
             format_.fail(f"it is contradictory: {problem}")
@@ -233,6 +221,9 @@ def _legacy_counts(observation: object) -> tuple[int, int]:
     candidates = getattr(observation, "candidates", None)
     if isinstance(candidates, int):  # AdmissionStats
         return candidates, int(observation.admitted)  # type: ignore[attr-defined]
+    mask = getattr(observation, "admitted", None)
+    if isinstance(mask, np.ndarray) and mask.dtype == np.bool_:  # a batch result: count its mask
+        return len(mask), int(np.count_nonzero(mask))
     if isinstance(observation, (str, bytes, Mapping)) or not isinstance(observation, Iterable):
         kinds = "decisions, a BatchAdmissionResult or an AdmissionStats"
         msg = f"'decisions_or_stats' must be {kinds} (got {describe(observation)})"

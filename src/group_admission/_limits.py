@@ -15,16 +15,7 @@ import numpy as np
 from ._decision import GroupAdmissionDecision
 from ._loading import from_mapping
 from ._reasons import RejectionReason
-from ._validation import (
-    as_float,
-    check_ge,
-    check_one_of,
-    check_optional,
-    check_range,
-    check_real,
-    describe,
-    int_field,
-)
+from ._validation import check_ge, check_one_of, check_range, describe, int_field, real_field
 
 __all__ = ["DropLimits", "LimitScope", "StepLabel", "check_step_label"]
 
@@ -84,11 +75,7 @@ class DropLimits:
     .. versionadded:: 0.2.0
     """
 
-    max_rejection_ratio: float | None = attrs.field(
-        default=None,
-        converter=attrs.converters.optional(as_float),
-        validator=check_optional(check_real, check_range(0, 1)),
-    )
+    max_rejection_ratio: float | None = real_field(None, check_range(0, 1), optional=True)
     max_rejected_groups: int | None = int_field(None, check_ge(0), optional=True)
     scope: LimitScope = attrs.field(default="step", validator=check_one_of(("step", "run")))
     forceable_external: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_names)

@@ -417,25 +417,17 @@ class AdmissionStats:
         The pull request's keys, then ``fallback_admitted_group_count`` (rejected groups a
         framework trained on anyway), which only an accumulator can know.
         """
-        metrics = self._pull_request_metrics()
-        metrics["fallback_admitted_group_count"] = self.fallback_admitted
+        with self._lock:  # one snapshot: the fallback count agrees with the others
+            counts = dict(self._counts)
+        metrics = _metrics_of_counts(counts)
+        metrics["fallback_admitted_group_count"] = counts["fallback_admitted"]
         return metrics
 
     def _pull_request_metrics(self) -> dict[str, int | float]:
         """Exactly the keys of twinkle#288's ``group_admission_metrics``."""
         with self._lock:
-            c = dict(self._counts)
-        metrics: dict[str, int | float] = {
-            "candidate_group_count": c["candidates"],
-            "admitted_group_count": c["admitted"],
-            "rejected_group_count": c["candidates"] - c["admitted"],
-            "effective_group_rate": c["admitted"] / c["candidates"] if c["candidates"] else 0.0,
-            "reward_rejected_group_count": c["reward_rejected"],
-            "near_duplicate_rejected_group_count": c["near_duplicate_rejected"],
-        }
-        for reason in RejectionReason:
-            metrics[reason.metric_name] = c[reason.value]
-        return metrics
+            counts = dict(self._counts)
+        return _metrics_of_counts(counts)
 
     def all_reduce(self, group: Any = None) -> AdmissionStats:
         """
@@ -449,6 +441,21 @@ class AdmissionStats:
         for snapshot in all_gather_snapshots(self.to_dict(), group, feature="AdmissionStats.all_reduce"):
             total = total.merge(AdmissionStats.from_dict(snapshot))
         return total
+
+
+def _metrics_of_counts(c: Mapping[str, int]) -> dict[str, int | float]:
+    """Exactly the keys of twinkle#288's ``group_admission_metrics``, from a snapshot of the counts."""
+    metrics: dict[str, int | float] = {
+        "candidate_group_count": c["candidates"],
+        "admitted_group_count": c["admitted"],
+        "rejected_group_count": c["candidates"] - c["admitted"],
+        "effective_group_rate": c["admitted"] / c["candidates"] if c["candidates"] else 0.0,
+        "reward_rejected_group_count": c["reward_rejected"],
+        "near_duplicate_rejected_group_count": c["near_duplicate_rejected"],
+    }
+    for reason in RejectionReason:
+        metrics[reason.metric_name] = c[reason.value]
+    return metrics
 
 
 def group_admission_metrics(decisions: Decisions) -> dict[str, int | float]:

@@ -12,6 +12,7 @@ planner's plan on the step's final counts, with nothing left in flight.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Literal
 
 import attrs
@@ -19,21 +20,25 @@ import attrs
 from ._budget import SamplingBudgetController, SamplingBudgetState
 from ._planning import check_tokens_per_group
 from ._plans import PlanBase
-from ._streaming import plan_stream
+from ._streaming import check_race, plan_stream
 from ._validation import (
-    check_finite,
+    as_float,
+    as_int,
     check_ge,
     check_int,
     check_one_of,
     check_optional,
     check_probability,
-    check_real,
     field_check,
+    int_field,
 )
 
 __all__ = ["PlanCall"]
 
-_count = (check_int, check_ge(0))
+
+def _as_number(value: float) -> float:
+    """A numpy scalar as a plain (JSON) number; an integer stays one: the token cap is exact."""
+    return as_int(value) if isinstance(value, numbers.Integral) else as_float(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -48,17 +53,24 @@ class PlanCall:
     """
 
     kind: Literal["round", "stream"] = attrs.field(validator=check_one_of(("round", "stream")))
-    judged: int = attrs.field(validator=_count)
-    num_generations: int | None = attrs.field(default=None, validator=check_optional(check_int, check_ge(1)))
+    judged: int = attrs.field(converter=as_int, validator=(check_int, check_ge(0)))
+    num_generations: int | None = int_field(None, check_ge(1), optional=True)
     estimated_tokens_per_group: float | None = attrs.field(
-        default=None, validator=lambda _call, _field, value: check_tokens_per_group(value)
+        default=None,
+        converter=attrs.converters.optional(_as_number),
+        validator=lambda _call, _field, value: check_tokens_per_group(value),
     )
-    in_flight: int = attrs.field(default=0, validator=_count)
+    in_flight: int = int_field(0, check_ge(0))
+    # The streaming knobs take plan_stream's own checks: one message whichever path a host takes.
     confidence: float | None = attrs.field(
-        default=None, validator=check_optional(field_check(check_probability))
+        default=None,
+        converter=attrs.converters.optional(as_float),
+        validator=check_optional(field_check(check_probability)),
     )
-    top_up_below: float = attrs.field(default=0.5, validator=field_check(check_probability))
-    race: float = attrs.field(default=1.0, validator=(check_real, check_finite, check_ge(1)))
+    top_up_below: float = attrs.field(
+        default=0.5, converter=as_float, validator=field_check(check_probability)
+    )
+    race: float = attrs.field(default=1.0, converter=as_float, validator=field_check(check_race))
 
     def to_dict(self) -> dict[str, Any]:
         """The call as plain JSON types."""

@@ -23,7 +23,6 @@ from ._budget import (
     rounds_spent,
 )
 from ._history import PromptHistory, PromptId
-from ._history_ids import check_prompt_ids
 from ._plans import PlanBase, size_plan
 from ._validation import check_count, check_probability, describe, is_finite, is_real
 
@@ -118,6 +117,19 @@ class PromptPlan(PlanBase):
         """The informative groups the round expects: the sum of its probabilities."""
         return float(sum(self.informative_probabilities))
 
+    @property
+    def effective_rate(self) -> float:
+        """
+        The admission rate the plan assumed: the mean informative probability of ``generate``.
+
+        As :attr:`ResamplePlan.effective_rate` for one batch rate; 0.0 when nothing is
+        generated.
+
+        .. versionadded:: 0.2.0
+        """
+        chosen = len(self.informative_probabilities)
+        return self.expected_informative / chosen if chosen else 0.0
+
 
 def plan_prompts(
     controller: SamplingBudgetController,
@@ -147,10 +159,9 @@ def plan_prompts(
     if not isinstance(history, PromptHistory):
         msg = f"'history' must be a PromptHistory (got {describe(history)})"
         raise TypeError(msg)
-    ids = check_prompt_ids(prompt_ids)  # read once: a generator is fine
     config = controller.config
     remaining = max(0, target - state.admitted_groups)
-    picks = history.pick(ids, step=step)
+    picks = history.pick(prompt_ids, step=step)  # checks the ids, reading them once
     bound = config.confidence if config.mode == "confidence" else None
     requested = prompts_needed(picks.informative_probabilities, remaining, bound)
     caps = budget_caps(config, state, target, size, estimated_tokens_per_group)

@@ -430,6 +430,9 @@ class AdmissionSession:
         with self._lock:
             book = self._book
             book.require("pick_prompts")
+            # Checked before the round closes, as in plan(): a refused call changes nothing.
+            call = book.round_call(num_generations, estimated_tokens_per_group)
+            size = book.group_size(call.num_generations)
             plan = plan_prompts(
                 self._controller,
                 book.fold_round(self._controller),
@@ -437,10 +440,10 @@ class AdmissionSession:
                 ids,
                 step=book.index,
                 target_groups=book.target,
-                num_generations=book.group_size(num_generations),
-                estimated_tokens_per_group=estimated_tokens_per_group,
+                num_generations=size,
+                estimated_tokens_per_group=call.estimated_tokens_per_group,
             )
-            book.call = book.round_call(num_generations, estimated_tokens_per_group)
+            book.call = call
             return plan
 
     def end_step(self) -> StepReport:

@@ -27,7 +27,7 @@ from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._plans import PlanBase
 from ._session_types import StepReport
-from ._state_checks import StateFormat, exactly_equal, state_int
+from ._state_checks import StateFormat, check_written_back, exactly_equal, state_int
 from ._validation import check_count, describe
 
 __all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
@@ -59,7 +59,7 @@ class StepBook:
     round_samples: int = 0
     round_tokens: int = 0
     plan: ResamplePlan | None = None
-    #: The step's last planning call, which the report asks again (see ``_plan_call``).
+    #: The step's last planning call, which the report asks again (state key ``step.last_call``).
     call: PlanCall | None = None
 
     def begin(self, target: int, controller: SamplingBudgetController) -> None:
@@ -81,12 +81,11 @@ class StepBook:
         )
         self.plan = self.call = None
 
-    def require(self, what: str) -> SamplingBudgetState:
-        """The open step's budget state, or ``StepLifecycleError`` naming the call ``what``."""
+    def require(self, what: str) -> None:
+        """Raise ``StepLifecycleError`` naming the call ``what`` unless a step is open."""
         if not self.open or self.state is None:
             msg = f"call begin_step(target_groups) before {what}()"
             raise StepLifecycleError(msg)
-        return self.state
 
     def count(
         self,
@@ -167,7 +166,7 @@ class StepBook:
             state,
             target_groups=self.target,
             num_generations=self.group_size(call.num_generations),
-            judged=call.judged,
+            judged=self.stats.candidates,
         )
         self.call = call
         return plan
@@ -179,18 +178,8 @@ class StepBook:
         Whether it was exhausted, and what bound it, is what the step's last planning call
         says on the final counts (a step never planned: the round planner's default).
         """
-        call = self.call or PlanCall(kind="round", judged=self.stats.candidates)
-        # A streaming step is one round in progress: its planner sees the counts unfolded.
-        unfolded, size = self.with_round(), self.group_size(call.num_generations)
-        state = self.fold_round(controller)
-        target = self.target
-        final = call.replay(
-            controller,
-            unfolded if call.kind == "stream" else state,
-            target_groups=target,
-            num_generations=size,
-            judged=self.stats.candidates,
-        )
+        final = self.run(self.call or PlanCall(kind="round", judged=self.stats.candidates), controller)
+        state, target = self.fold_round(controller), self.target
         kept = self.stats.admitted + self.stats.fallback_admitted
         self.open, self.call = False, None
         return StepReport(
@@ -233,7 +222,7 @@ def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]
             "index": book.index,
             "open": book.open,
             "target_groups": book.target,
-            "last_plan": None if book.call is None else book.call.to_dict(),
+            "last_call": None if book.call is None else book.call.to_dict(),
         },
         "budget": None if book.state is None else book.state.to_dict(),
         "windows": [[key, judged, dropped] for key, (judged, dropped) in parts.drops.windows.items()],
@@ -350,7 +339,7 @@ def _check_book(book: StepBook, lifetime: AdmissionStats) -> None:
 
 
 def _book(state: Mapping[str, Any]) -> StepBook:
-    step = _mapping(state["step"], "step", ("index", "open", "target_groups", "last_plan"))
+    step = _mapping(state["step"], "step", ("index", "open", "target_groups", "last_call"))
     round_ = _mapping(state["round"], "round", ("stats", "samples", "tokens"))
     budget = state["budget"]
     if not isinstance(step["open"], bool):
@@ -365,7 +354,7 @@ def _book(state: Mapping[str, Any]) -> StepBook:
         round_samples=_int(round_["samples"], "round.samples"),
         round_tokens=_int(round_["tokens"], "round.tokens"),
     )
-    book.call = _plan_call(step["last_plan"], book)
+    book.call = _plan_call(step["last_call"], book)
     return book
 
 
@@ -373,17 +362,17 @@ def _plan_call(value: object, book: StepBook) -> PlanCall | None:
     """The open step's last planning call (``None``: none since the step began)."""
     if value is None:
         return None
-    if not isinstance(value, Mapping) or not book.open:
-        _fail(f"'step.last_plan' must be null or, in an open step, a mapping (got {describe(value)})")
+    if not book.open:
+        _fail(f"'step.last_call' must be null in a closed step (got {describe(value)})")
+    fields = _mapping(value, "step.last_call", tuple(field.name for field in attrs.fields(PlanCall)))
     try:
-        call = PlanCall(**value)
+        call = PlanCall(**fields)
     except (TypeError, ValueError) as exc:
-        _fail(f"'step.last_plan': {exc}")
+        _fail(f"'step.last_call': {exc}")
+    check_written_back(fields, call.to_dict(), "step.last_call.", _fail)
     judged = book.stats.candidates
     if call.judged > judged:
-        _fail(f"'step.last_plan.judged' ({call.judged}) exceeds the step's judged groups ({judged})")
-    if set(value) != set(call.to_dict()):  # a field left out would be written back filled in
-        _fail(f"'step.last_plan' must hold every field of a planning call (got {sorted(map(str, value))!r})")
+        _fail(f"'step.last_call.judged' ({call.judged}) exceeds the step's judged groups ({judged})")
     return call
 
 

@@ -11,7 +11,15 @@ import attrs
 from ._exceptions import CheckpointError
 from ._validation import describe
 
-__all__ = ["Fail", "StateFormat", "exactly_equal", "parse_state", "state_int", "unique_keys"]
+__all__ = [
+    "Fail",
+    "StateFormat",
+    "check_written_back",
+    "exactly_equal",
+    "parse_state",
+    "state_int",
+    "unique_keys",
+]
 
 #: Raises ``CheckpointError`` with the message, prefixed by what could not be restored.
 Fail = Callable[[str], NoReturn]
@@ -94,6 +102,18 @@ def exactly_equal(a: object, b: object) -> bool:
     if isinstance(a, float):
         return repr(a) == repr(b)  # -0.0 is not 0.0, and a nan is a nan
     return a == b
+
+
+def check_written_back(saved: Mapping[str, Any], written: Mapping[str, Any], name: str, fail: Fail) -> None:
+    """
+    Refuse ``saved`` unless what was built from it writes back exactly ``written``.
+
+    A converter that makes ``1`` the float ``1.0`` would otherwise restore a state that
+    writes back another; ``name`` prefixes the field named (``"step.last_call."``).
+    """
+    for key, value in written.items():
+        if not exactly_equal(saved.get(key), value):
+            fail(f"'{name}{key}' must be a {type(value).__name__} (got {describe(saved.get(key))})")
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -20,9 +20,9 @@ import attrs
 from ._budget import SamplingBudgetController, SamplingBudgetState, budget_caps, check_planner
 from ._planning import binomial_groups_needed
 from ._plans import BudgetLimit, PlanBase, size_plan
-from ._validation import check_probability, describe, is_real
+from ._validation import check_probability, describe, is_finite, is_real
 
-__all__ = ["StreamPlan", "plan_stream", "stream_rate"]
+__all__ = ["StreamPlan", "check_race", "plan_stream", "stream_rate"]
 
 
 @attrs.frozen(kw_only=True)
@@ -54,12 +54,19 @@ class StreamPlan(PlanBase):
     effective_rate: float
 
 
-def _check_race(value: object) -> float:
+def check_race(value: object, name: str = "race") -> float:
+    """
+    Return ``value`` as a ``float`` if it is a finite real number >= 1 (``race``).
+
+    Raises:
+        TypeError: not a real number (a bool is not one), naming ``name``.
+        ValueError: below 1, not finite (NaN, or an int beyond the float range), naming ``name``.
+    """
     if not is_real(value):
-        msg = f"'race' must be a number >= 1 (got {describe(value)})"
+        msg = f"'{name}' must be a number >= 1 (got {describe(value)})"
         raise TypeError(msg)
-    if not 1.0 <= value < math.inf:  # type: ignore[operator]  # is_real checked it
-        msg = f"'race' must be a finite number >= 1 (got {value!r})"
+    if not (is_finite(value) and value >= 1):  # type: ignore[operator]  # is_real checked it
+        msg = f"'{name}' must be a finite number >= 1 (got {describe(value)})"
         raise ValueError(msg)
     return float(value)  # type: ignore[arg-type]
 
@@ -162,7 +169,7 @@ def _knobs(
     return (
         check_probability(confidence, "confidence"),
         check_probability(top_up_below, "top_up_below"),
-        _check_race(race),
+        check_race(race),
     )
 
 

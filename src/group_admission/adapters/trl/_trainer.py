@@ -195,7 +195,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             skipped += len(plan.skipped)
             if plan.requested_groups < len(picked) or plan.limited_by or offer >= limit:
                 stream.defer(picked[chosen:])
-                return picked[:chosen], skipped, plan.expected_informative / max(1, chosen)
+                return picked[:chosen], skipped, plan.effective_rate
             stream.defer(picked)
             offer = min(2 * offer, limit)
         return [], skipped, 0.0
