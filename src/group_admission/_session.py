@@ -87,11 +87,7 @@ class AdmissionSession:
         self._restore(SessionParts(stats=AdmissionStats(), drops=DropTracker(self._limits), book=StepBook()))
 
     def _restore(self, parts: SessionParts) -> None:
-        """
-        Set what a checkpoint restores, each field by name (``__init__``: empty parts).
-
-        Never computed from a state's keys: a renamed field fails the tests instead.
-        """
+        """Set a checkpoint's parts by name, never from its keys, so a renamed field fails a test."""
         self._stats = parts.stats
         self._drops = parts.drops
         self._book = parts.book
@@ -422,15 +418,14 @@ class AdmissionSession:
         Raises:
             StepLifecycleError: no step is open.
             TypeError, ValueError: an entry of ``prompt_ids`` is no prompt id (see
-                :class:`PromptHistory`); the round in progress is left open.
+                :class:`PromptHistory`) or a size is refused; the round in progress is left open.
 
         .. versionadded:: 0.2.0
         """
-        ids = check_prompt_ids(prompt_ids)  # before the round closes: a refused call changes nothing
+        ids = check_prompt_ids(prompt_ids)  # ids and sizes before the round closes: a refusal changes nothing
         with self._lock:
             book = self._book
             book.require("pick_prompts")
-            # Checked before the round closes, as in plan(): a refused call changes nothing.
             call = book.round_call(num_generations, estimated_tokens_per_group)
             size = book.group_size(call.num_generations)
             plan = plan_prompts(
