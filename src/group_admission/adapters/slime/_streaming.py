@@ -204,8 +204,7 @@ class _Rollout:
         settings = self.stream.streaming
         return self.stream.session.stream_plan(
             len(self.state.pendings),
-            num_generations=self.group_size,
-            confidence=settings.confidence,
+            num_generations=self.group_size,  # the confidence is the budget's: see budget_for
             race=settings.race,
             top_up_below=settings.top_up_below,
         )
