@@ -298,8 +298,9 @@ def test_on_exhausted_raise_stops_the_run_naming_the_caps(slime_host: Host) -> N
 
     with pytest.raises(
         BudgetExhaustedError,
-        match=r"kept 0 of 4 groups after 12 finished groups \(rejections: exact_dead x12; "
-        r"binding caps: extra_group_budget\), and on_exhausted is 'raise'",
+        match=r"kept 0 of 4 target groups after 12 generated groups in 1 round\(s\) \(rejections: "
+        r"exact_dead x12; binding caps: extra_group_budget\)\. The rollout cannot fill the batch: "
+        r"on_exhausted is 'raise'",
     ):
         slime_host.streaming(args, 0, slime_host.data_source(args))
 

@@ -16,7 +16,7 @@ from ..._loading import require_extra
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
 from ..._validation import check_count, describe
-from .._adapter_runtime import SessionHolder
+from .._adapter_runtime import SessionHolder, chunk
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -393,7 +393,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
             raise ValueError(msg)
         texts = [assistant_text(conversations[row]) for row in layout.member_last_row.tolist()]
         size = int(layout.rewards.shape[1])
-        return [texts[start : start + size] for start in range(0, len(texts), size)]
+        return chunk(texts, size)
 
     def _ragen_metrics(
         self, torch: Any, layout: GroupLayout, stats: dict[str, Any], scores: Any, kept: Any
