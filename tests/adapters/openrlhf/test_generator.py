@@ -303,5 +303,6 @@ def test_a_base_without_openrlhfs_module_is_refused() -> None:
 
     gen = generator(admission_generator_class(Elsewhere), {"p": {"scores": [0.0, 1.0]}}, n=2)
 
-    with pytest.raises(TypeError, match=r"must derive from OpenRLHF's SamplesGenerator.*openrlhf>=0.11.2"):
+    expected = r"'AdmissionElsewhere' must derive from OpenRLHF's SamplesGenerator \(openrlhf>=0.11.2"
+    with pytest.raises(TypeError, match=expected + r".*\(got bases \['Elsewhere'\]\)"):
         run(gen, ["p"], 1)

@@ -105,9 +105,11 @@ def _host_module(cls: type) -> Any:
             if hasattr(module, "ray") and hasattr(module, "_collect_prompt_batch"):
                 return module
             break
+    bases = [klass.__name__ for klass in cls.__mro__[1:-1] if klass is not AdmissionGeneratorMixin]
     msg = (
-        f"{cls.__name__} must derive from OpenRLHF's SamplesGenerator, whose module defines 'ray' "
-        f"and '_collect_prompt_batch' (supported: openrlhf{SUPPORTED_VERSIONS['openrlhf']})"
+        f"'{cls.__name__}' must derive from OpenRLHF's SamplesGenerator (openrlhf"
+        f"{SUPPORTED_VERSIONS['openrlhf']}), whose module defines 'ray' and '_collect_prompt_batch' "
+        f"(got bases {bases})"
     )
     raise TypeError(msg)
 

@@ -45,7 +45,7 @@ class GroupLayout(NamedTuple):
 def _score_rows(torch: Any, batch: Any) -> Any:
     """Each row's reward, ``original_rm_scores.sum(-1)``."""
     if isinstance(batch, Mapping):
-        msg = f"the RAGEN batch must be a verl DataProto (got a dict with keys {sorted(map(str, batch))})"
+        msg = f"'batch' must be a verl DataProto (got a dict with keys {sorted(map(str, batch))})"
         raise TypeError(msg)
     tensors = getattr(batch, "batch", None)
     # TensorDict refuses `key in td`; membership goes through keys().

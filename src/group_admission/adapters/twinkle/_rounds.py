@@ -148,8 +148,8 @@ class _Rounds:
         sequences = [sequence for response in responses for sequence in response.sequences]
         if len(sequences) != len(prompts) * size:
             msg = (
-                f"the sampler returned {len(sequences)} sequences for {len(prompts)} prompts x "
-                f"num_generations={size} (expected {len(prompts) * size})"
+                f"the sampler must return one sequence per prompt and generation, {len(prompts)} prompts x "
+                f"num_generations={size} = {len(prompts) * size} (got {len(sequences)})"
             )
             raise ValueError(msg)
         groups = chunk(sequences, size)
@@ -216,7 +216,10 @@ def sample_admitted_groups(
     check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)
     if not batch:
-        msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"
+        msg = (
+            "'prompts' must hold at least one prompt, the step's target being one kept group per "
+            "prompt (got 0)"
+        )
         raise ValueError(msg)
     rounds = _Rounds(admission, sampler, score, sampling_params, dict(sample_kwargs or {}))
     with admission_step(admission.session, len(batch)) as step:
