@@ -8,33 +8,29 @@ An adapter translates; this module owns what adapters would otherwise each rebui
   :class:`ReportWindow`, a lock for the host's own per-configuration state, and
   :meth:`~AdapterSession.warn_once`. Subclass it to add that state.
 - :class:`SessionRegistry`: for hosts that load a function by import path and call it with
-  their config (slime, ROLL's RLVR loop): one :class:`AdapterSession` per distinct
+  their config (slime, ROLL's RLVR loop), and for OpenRLHF's generator (one per trainer
+  actor, its settings read from the environment): one :class:`AdapterSession` per distinct
   settings mapping, built on first use, for the life of the process; ``reset()`` forgets them.
 - :class:`SessionHolder`: for hook objects a host builds with their settings (the
   Challenger's hand-off, RAGEN's filter, twinkle's step): ``session``, ``policy``, ``stats``.
 - :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
   ROLL on each kept group): the counts judged since the last report under their metric
   names, plus the session's ``cumulative_effective_group_rate``.
-- :func:`step_metrics` and :func:`stream_step_metrics`: a step under the one step
-  vocabulary (:meth:`StepReport.metrics`), for hosts that log a step.
-- Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, and the settings fields and
-  coercers every adapter's settings class uses.
+- Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, :func:`chunk`, and the
+  settings fields and coercers every adapter's settings class uses.
 
-A host that builds an object (ROLL's group filter, OpenRLHF's samples generator) holds one
-:class:`AdapterSession`; a host that calls a function with its own config keeps them in a
-:class:`SessionRegistry`. Either way a step is the session's, and is logged with the one
-step vocabulary::
+A step (open, close, log, explain a short one) lives in ``_adapter_step``; every host
+logs it with the one step vocabulary (:func:`~._adapter_step.step_metrics`), slime's
+per-rollout window aside::
 
     _SESSIONS: SessionRegistry[AdapterSession[MySettings]] = SessionRegistry()
 
-    def rollout(args, rollout_id, data_source):            # the host's entry point
-        raw = getattr(args, "group_admission", None)
-        runtime = _SESSIONS.get(raw, lambda: AdapterSession(MySettings.from_mapping(raw), host="slime"))
+    def generate(config, prompts):                          # the host's entry point
+        runtime = _SESSIONS.get(config, lambda: AdapterSession(MySettings.from_mapping(config), host="my"))
         session = runtime.session
-        session.begin_step(target)
-        ...                                                 # judge groups, session.stream_plan(...)
-        report = session.end_step()
-        return report.metrics(prefix="rollout/group_admission/", effective_rate=plan.effective_rate)
+        with admission_step(session, len(prompts)) as step:
+            plan = ...                                      # judge groups, session.plan(...)
+        return step_metrics(session, step.report, effective_rate=plan.effective_rate)
 
 Supported host versions and the import of a host live in ``_host_support``.
 """
@@ -58,7 +54,7 @@ from .._loading import coerce_config, from_mapping
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
-from .._session import AdmissionSession, AdmissionVerdict, StepReport
+from .._session import AdmissionSession, AdmissionVerdict
 from .._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")
@@ -236,47 +232,6 @@ class SessionRegistry(Generic[A]):
             self._on_reset()
 
 
-def step_metrics(
-    session: AdmissionSession,
-    report: StepReport | None = None,
-    *,
-    prefix: str = "group_admission/",
-    effective_rate: float | None = None,
-) -> dict[str, int | float]:
-    """
-    A step's metrics for hosts that log flat numeric dicts (verl, twinkle).
-
-    :meth:`StepReport.metrics` (when ``report`` is given), then the step's counts under
-    ``step/`` and the run's under ``total/`` (``AdmissionStats`` names). Every value is an
-    int or a float: some host loggers silently drop bools.
-    """
-    metrics = {} if report is None else report.metrics(prefix=prefix, effective_rate=effective_rate)
-    for scope, stats in (("step", session.step_stats), ("total", session.stats)):
-        metrics.update({f"{prefix}{scope}/{name}": value for name, value in stats.metrics().items()})
-    return metrics
-
-
-def stream_step_metrics(
-    session: AdmissionSession,
-    report: StepReport,
-    *,
-    prefix: str,
-    effective_rate: float | None,
-) -> dict[str, int | float]:
-    """
-    A streaming step's metrics (slime's streaming rollout, OpenRLHF's generator), in one flat dict.
-
-    :meth:`StepReport.metrics` (the report describes the last stream plan the host
-    followed), with that plan's ``effective_rate``; then the step's :class:`AdmissionStats`
-    counts under their own names (``exact_dead_group_count``, ``effective_group_rate``, ...)
-    and the session's ``cumulative_effective_group_rate``.
-    """
-    metrics = report.metrics(prefix=prefix, effective_rate=effective_rate)
-    metrics.update({f"{prefix}{name}": value for name, value in session.step_stats.metrics().items()})
-    metrics[f"{prefix}{CUMULATIVE_EFFECTIVE_GROUP_RATE}"] = session.stats.effective_group_rate
-    return metrics
-
-
 def as_policy_config(value: Any) -> GroupAdmissionConfig:
     """Convert the ``policy`` setting (a mapping of config fields, or ``None``) to a config."""
     if value is None:
@@ -366,6 +321,11 @@ def settings_key(raw: Any) -> str:
     except (TypeError, ValueError):
         # Mixed-type keys cannot be sorted; their repr still identifies the configuration.
         return repr(raw)
+
+
+def chunk(values: Sequence[R], size: int) -> list[list[R]]:
+    """``values`` cut into consecutive lists of ``size``, rows into groups (the length is a multiple)."""
+    return [list(values[start : start + size]) for start in range(0, len(values), size)]
 
 
 def scalar_reward(value: Any) -> tuple[float | None, str | None]:

@@ -312,6 +312,21 @@ class TestBudget:
         assert admission.end_batch(complete=False)
         assert admission.stopped_by_budget
 
+    def test_the_next_batch_keeps_the_report_of_the_step_it_ends(self):
+        """begin_batch ends the batch before's step (end_batch leaves it open): its report is kept."""
+        admission = ChallengerAdmission(STRICT, budget=LOOSE_BUDGET)
+        assert admission.last_report is None
+        admission.begin_batch(3)
+        admission.admitted_groups([group(0.0, 1.0), group(1.0, 1.0)], Counter())
+        admission.end_batch(complete=False)
+        assert admission.last_report is None  # the step stays open: state and plan stay readable
+
+        admission.begin_batch(2)
+
+        report = admission.last_report
+        assert (report.target_groups, report.generated_groups, report.kept_groups) == (3, 2, 1)
+        assert report.short_groups == 2
+
     def test_begin_batch_resets_counts_and_keeps_the_rate(self):
         """Each batch starts with fresh counters and the previous batch's effective-rate estimate."""
         admission = ChallengerAdmission(STRICT, budget={**LOOSE_BUDGET, "max_total_samples": 4})

@@ -9,6 +9,7 @@ empty group) rejects the group as ``external`` and is counted, never raised.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "invalid inline JSON",
         lambda: OpenRLHFAdmissionSettings.from_env("{policy: 1}"),
         ConfigurationError,
-        "GROUP_ADMISSION_OPENRLHF holds invalid inline JSON: Expecting property name",
+        "'GROUP_ADMISSION_OPENRLHF' must hold valid JSON (got invalid inline JSON: Expecting property name",
     ),
     (
         "JSON that is not a mapping",
@@ -132,7 +133,8 @@ def test_invalid_settings_in_a_file_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "admission.json"
     path.write_text("{not json")
 
-    with pytest.raises(ConfigurationError, match=f"GROUP_ADMISSION_OPENRLHF holds invalid '{path}'"):
+    expected = f"'GROUP_ADMISSION_OPENRLHF' must hold valid JSON (got invalid '{path}'"
+    with pytest.raises(ConfigurationError, match=re.escape(expected)):
         OpenRLHFAdmissionSettings.from_env(str(path))
 
 

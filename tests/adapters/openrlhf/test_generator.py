@@ -96,7 +96,7 @@ def test_tied_graded_groups_are_rejected_by_default_where_openrlhf_keeps_them(ho
 
     assert {p for p, _ in members(theirs[0])} == {"tied", "spread"}
     assert {p for p, _ in members(ours[0])} == {"spread"}
-    assert ours_gen.last_admission_metrics[f"{METRIC_PREFIX}exact_dead_group_count"] == 1
+    assert ours_gen.last_admission_metrics[f"{METRIC_PREFIX}step/exact_dead_group_count"] == 1
 
 
 def test_kept_groups_are_whole_and_contiguous(host: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,7 +185,7 @@ def test_missing_scores_are_external_where_openrlhf_skips_its_rule(host: ModuleT
     assert [e.prompts[0] for e in theirs[0]] == ["none", "none", "ok", "ok"]
     assert [e.prompts[0] for e in ours[0]] == ["ok", "ok"]
     metrics = ours_gen.last_admission_metrics
-    assert metrics[f"{METRIC_PREFIX}externally_rejected_group_count"] == 1
+    assert metrics[f"{METRIC_PREFIX}step/externally_rejected_group_count"] == 1
 
 
 def test_a_failed_generation_is_external_where_openrlhf_raises(
@@ -203,7 +203,7 @@ def test_a_failed_generation_is_external_where_openrlhf_raises(
     assert [e.prompts[0] for e in experiences] == ["p1", "p1", "p2", "p2"]
     assert consumed == 3
     stats = ours.last_admission_metrics
-    assert stats[f"{METRIC_PREFIX}externally_rejected_group_count"] == 1
+    assert stats[f"{METRIC_PREFIX}step/externally_rejected_group_count"] == 1
 
 
 def test_a_failure_streak_stops_the_run(host: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,8 +230,8 @@ def test_gate_on_reads_info_components(host: ModuleType, monkeypatch: pytest.Mon
 
     assert [e.prompts[0] for e in experiences] == ["real", "real"]
     metrics = gen.last_admission_metrics
-    assert metrics[f"{METRIC_PREFIX}exact_dead_group_count"] == 1
-    assert metrics[f"{METRIC_PREFIX}externally_rejected_group_count"] == 1
+    assert metrics[f"{METRIC_PREFIX}step/exact_dead_group_count"] == 1
+    assert metrics[f"{METRIC_PREFIX}step/externally_rejected_group_count"] == 1
 
 
 def test_metrics_count_by_reason_and_define_the_rate(
@@ -252,18 +252,17 @@ def test_metrics_count_by_reason_and_define_the_rate(
     m = {k.removeprefix(METRIC_PREFIX): v for k, v in gen.last_admission_metrics.items()}
 
     assert consumed == 5
-    assert (m["exact_dead_group_count"], m["near_tie_group_count"], m["externally_rejected_group_count"]) == (
-        1,
-        1,
-        1,
-    )
-    assert m["candidate_group_count"] == m["admitted_group_count"] + m["rejected_group_count"] == 5
-    assert m["effective_group_rate"] == pytest.approx(2 / 5)
+    step = {k.removeprefix("step/"): v for k, v in m.items() if k.startswith("step/")}
+    assert (step["exact_dead_group_count"], step["near_tie_group_count"]) == (1, 1)
+    assert step["externally_rejected_group_count"] == 1
+    assert step["candidate_group_count"] == step["admitted_group_count"] + step["rejected_group_count"] == 5
+    assert m["step/effective_group_rate"] == pytest.approx(2 / 5)
+    assert (m["total/candidate_group_count"], m["total/effective_group_rate"]) == (5, pytest.approx(2 / 5))
     assert m["short_groups"] == 1
     # OpenRLHF's own pass rate (generate_samples) would read 100 * 6 / 5 = 120 here.
     assert len(experiences) / consumed * 100 == pytest.approx(120.0)
     info = experiences[0].info
-    assert float(info[f"{METRIC_PREFIX}effective_group_rate"][0]) == pytest.approx(0.4)
+    assert float(info[f"{METRIC_PREFIX}step/effective_group_rate"][0]) == pytest.approx(0.4)
 
 
 def test_without_dynamic_filtering_openrlhfs_method_runs(host: ModuleType) -> None:
@@ -304,5 +303,6 @@ def test_a_base_without_openrlhfs_module_is_refused() -> None:
 
     gen = generator(admission_generator_class(Elsewhere), {"p": {"scores": [0.0, 1.0]}}, n=2)
 
-    with pytest.raises(TypeError, match=r"must derive from OpenRLHF's SamplesGenerator.*openrlhf>=0.11.2"):
+    expected = r"'AdmissionElsewhere' must derive from OpenRLHF's SamplesGenerator \(openrlhf>=0.11.2"
+    with pytest.raises(TypeError, match=expected + r".*\(got bases \['Elsewhere'\]\)"):
         run(gen, ["p"], 1)

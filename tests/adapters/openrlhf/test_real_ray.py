@@ -116,7 +116,7 @@ def test_a_training_batch_from_the_worker_generator(ray: Any) -> None:
     # OpenRLHF's own metric, unchanged: samples over prompts, in percent.
     kept_samples = 2 * metrics[f"{METRIC_PREFIX}trained_groups"]
     assert out["pass_rate"] == pytest.approx(kept_samples / out["consumed"] * 100)
-    assert f"{METRIC_PREFIX}effective_group_rate" in out["info_keys"]
+    assert f"{METRIC_PREFIX}step/effective_group_rate" in out["info_keys"]
 
 
 def test_on_real_refs_the_kept_groups_equal_openrlhfs(ray: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +156,7 @@ def test_real_experiences_with_metrics_concatenate_and_split(ray: Any) -> None:
     experiences, _, _ = gen._generate_vllm(iter(loader(list(script))), 3, True)
 
     batch = Experience.concat_experiences(experiences, pad_token_id=0)
-    rate = batch.info[f"{METRIC_PREFIX}effective_group_rate"]
+    rate = batch.info[f"{METRIC_PREFIX}step/effective_group_rate"]
     assert rate.shape == (len(experiences),)
     assert rate.tolist() == [pytest.approx(2 / 3)] * len(experiences)  # 2 of the 3 groups judged
     assert len(split_experience_batch(batch)) == len(experiences)
@@ -181,4 +181,4 @@ def test_a_failing_engine_is_counted_where_openrlhf_crashes(
 
     assert sorted({e.prompts[0] for e in experiences}) == ["p1", "p2"]
     assert consumed == 3
-    assert ours.last_admission_metrics[f"{METRIC_PREFIX}externally_rejected_group_count"] == 1
+    assert ours.last_admission_metrics[f"{METRIC_PREFIX}step/externally_rejected_group_count"] == 1

@@ -68,7 +68,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "the batch a plain dict",
         lambda: _filter({"original_rm_scores": torch.zeros(4, 1)}),
         TypeError,
-        "the RAGEN batch must be a verl DataProto (got a dict with keys ['original_rm_scores'])",
+        "'batch' must be a verl DataProto (got a dict with keys ['original_rm_scores'])",
     ),
     (
         "scores as numpy",

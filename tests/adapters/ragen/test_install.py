@@ -6,15 +6,18 @@ reading the Hydra config, and the cookbook's example config.
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
 from group_admission import GroupAdmissionConfig
+from group_admission.adapters import _host_support
 from group_admission.adapters.ragen import (
     STRATEGY_NAME,
     RagenGroupAdmissionFilter,
@@ -157,8 +160,8 @@ class TestInstallErrors:
 
         message = str(info.value)
         assert message.startswith(
-            "group_admission.adapters.ragen.install() requires RAGEN's trainer, "
-            "module 'ragen.trainer.agent_trainer' ("
+            "group_admission.adapters.ragen requires RAGEN's trainer, "
+            "module 'ragen.trainer.agent_trainer', for install() ("
         )
         assert message.endswith(
             "install it with: git clone https://github.com/mll-lab-nu/RAGEN && pip install -e RAGEN "
@@ -204,6 +207,36 @@ def fake_ragen(tmp_path, monkeypatch):
     yield
     for name in ("ragen", "ragen.trainer", "ragen.trainer.agent_trainer"):
         sys.modules.pop(name, None)
+
+
+class _FromAnotherCommit:
+    """What importlib.metadata gives for a RAGEN installed from git at another commit."""
+
+    version = "0.1.0"
+
+    def read_text(self, name):
+        if name != "direct_url.json":
+            return None
+        return json.dumps(
+            {"url": "https://github.com/o/RAGEN", "vcs_info": {"vcs": "git", "commit_id": "f" * 40}}
+        )
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_ragen_from_another_commit_warns_once(fake_ragen, monkeypatch, explicit):
+    """install(), with RAGEN's trainer or a given class, warns once about a mismatched RAGEN, not twice."""
+    monkeypatch.setattr(_host_support.metadata, "distribution", lambda _name: _FromAnotherCommit())
+    monkeypatch.setattr(_host_support, "_checked", set())
+    from ragen.trainer.agent_trainer import RayAgentTrainer as Stock
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patched = install(Stock if explicit else None)
+        install(patched)
+        uninstall(patched)
+
+    assert 1 == len(caught)
+    assert "from commit ffffffffffff" in str(caught[0].message)
 
 
 class TestWorkerSetupHook:

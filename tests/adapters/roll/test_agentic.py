@@ -261,7 +261,11 @@ class TestSettingsSources:
     def test_both_names_of_the_ratio_at_once_are_refused(self) -> None:
         with (
             pytest.warns(DeprecationWarning, match="'max_drop_ratio' is deprecated"),
-            pytest.raises(ValueError, match="give 'max_rejection_ratio' only"),
+            pytest.raises(
+                ValueError,
+                match=r"'max_rejection_ratio' must be given alone: 'max_drop_ratio' is its deprecated name "
+                r"\(got both: 0.5 and 0.25\)",
+            ),
         ):
             roll_adapter.RollAgenticSettings(max_drop_ratio=0.25, max_rejection_ratio=0.5)
 

@@ -298,8 +298,9 @@ def test_on_exhausted_raise_stops_the_run_naming_the_caps(slime_host: Host) -> N
 
     with pytest.raises(
         BudgetExhaustedError,
-        match=r"kept 0 of 4 groups after 12 finished groups \(rejections: exact_dead x12; "
-        r"binding caps: extra_group_budget\), and on_exhausted is 'raise'",
+        match=r"kept 0 of 4 target groups after 12 generated groups in 1 round\(s\) \(rejections: "
+        r"exact_dead x12; binding caps: extra_group_budget\)\. The rollout cannot fill the batch: "
+        r"on_exhausted is 'raise'",
     ):
         slime_host.streaming(args, 0, slime_host.data_source(args))
 
@@ -395,3 +396,34 @@ def test_slimes_rollout_contract_accepts_the_signature(slime_host: Host) -> None
     module.assert_rollout_function_signature_matches_default(slime_adapter.streaming_rollout)
     with pytest.raises(AssertionError):  # the check can fail
         module.assert_rollout_function_signature_matches_default(lambda args, rollout_id, data_source: None)
+
+
+@pytest.mark.parametrize(
+    ("settings", "confidence"),
+    [
+        ({"budget": {"max_extra_groups": 8, "confidence": 0.7}}, 0.7),  # the budget's, as OpenRLHF reads it
+        ({"budget": {"max_extra_groups": 8}, "confidence": 0.7}, 0.7),
+        ({"budget": {"max_extra_groups": 8}}, 0.99),  # the documented default
+        ({}, 0.99),
+    ],
+)
+def test_the_plan_follows_the_confidence_given_in_either_place(
+    slime_host: Host, settings: dict[str, Any], confidence: float
+) -> None:
+    # The first two groups are dead and finish first; every other group is informative.
+    def script(rollout_id: int, position: int) -> GroupScript:
+        rewards = (1.0, 1.0) if position < 2 else (1.0, 0.0)
+        return GroupScript(lengths=(10 + position, 3), rewards=rewards)
+
+    args = make_args(rollout_batch_size=3, n_samples_per_prompt=2, group_admission_streaming=settings)
+    budget = {"max_extra_groups": 6, "confidence": confidence}
+    plan = AdmissionSession({"min_reward_std": 1e-6}, budget=budget)
+    plan.begin_step(3)
+    first = plan.stream_plan(0, num_generations=2).launch
+    plan.judge([1.0, 1.0])
+    top_up = plan.stream_plan(first - 1, num_generations=2).launch
+
+    _, spy, _ = run(slime_host, args, script, rollouts=1)
+
+    assert (3, 6 if confidence == 0.99 else 2) == (first, top_up)  # so the cases differ
+    assert [first, top_up] == [len(call) for call in spy.launched(0)][:2]

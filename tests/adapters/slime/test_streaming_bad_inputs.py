@@ -30,6 +30,12 @@ SETTINGS: list[tuple[str, Any, type[Exception], str]] = [
         ValueError,
         "'on_exhausted' must be one of 'train', 'raise'",
     ),
+    (
+        "two confidences that differ",
+        {"confidence": 0.8, "budget": {"confidence": 0.7}},
+        ValueError,
+        r"'confidence' and 'budget.confidence' must agree, or give only one of them \(got 0.8 and 0.7\)",
+    ),
     ("a budget that is a list", {"budget": [1]}, TypeError, "'budget' must be a SamplingBudgetConfig"),
     (
         "a negative budget",

@@ -96,6 +96,9 @@ class TestTraining:
         stats = trainer.admission_session.stats
         assert (stats.candidates, stats.admitted, stats.exact_dead) == (4, 2, 2)
         assert sum(row["short_groups"] for row in logs) == 2.0
+        # The layout every adapter logs a step with: the step's counts under step/, the run's under total/.
+        assert [row["step/candidate_group_count"] for row in logs] == [2.0, 2.0]
+        assert [row["total/candidate_group_count"] for row in logs] == [2.0, 4.0]
 
     def test_none_from_an_ungated_function_does_not_reject(self, tiny_model: str, tmp_path: Path) -> None:
         def partial(completions: list[Any], kind: list[str], **_: Any) -> list[float | None]:

@@ -128,7 +128,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "no prompts",
         lambda: sample_admitted_groups(_step(), Sampler(), [], score),
         ValueError,
-        "'prompts' must hold",
+        "'prompts' must hold at least one prompt, the step's target being one kept group per prompt (got 0)",
     ),
     (
         "on_exhausted unknown",
@@ -153,7 +153,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "a sampler that loses a sequence",
         lambda: _rounds(_ShortSampler()),
         ValueError,
-        "the sampler returned 3 sequences for 1 prompts x num_generations=4 (expected 4)",
+        "the sampler must return one sequence per prompt and generation, 1 prompts x num_generations=4 = 4 "
+        "(got 3)",
     ),
 ]
 

@@ -97,7 +97,8 @@ def test_the_budget_bounds_an_all_dead_stream_and_says_so():
 def test_on_exhausted_raise_stops_with_the_reason():
     admission = step({"max_extra_groups": 1, "max_resample_rounds": 1})
     with pytest.raises(
-        BudgetExhaustedError, match=r"kept 0 of 2 groups after 3 .* caps: resample_round_budget"
+        BudgetExhaustedError,
+        match=r"kept 0 of 2 target groups after 3 generated groups .* caps: resample_round_budget",
     ):
         sample_admitted_groups(
             admission,

@@ -20,7 +20,7 @@ from ..._exceptions import StepLifecycleError
 from ..._loading import coerce_instance
 from ..._policy import GroupAdmissionPolicy
 from ..._reasons import RejectionReason
-from ..._session import AdmissionSession, AdmissionVerdict
+from ..._session import AdmissionSession, AdmissionVerdict, StepReport
 from ..._validation import check_count, describe
 from .._adapter_runtime import SessionHolder
 from .._host_support import check_versions, host_versions
@@ -155,6 +155,7 @@ class ChallengerAdmission(SessionHolder):
         self._largest = 0  # the largest group of the hand-off in progress
         self._room = True
         self._stopped = False
+        self._last_report: StepReport | None = None
 
     @property
     def controller(self) -> SamplingBudgetController | None:
@@ -181,6 +182,17 @@ class ChallengerAdmission(SessionHolder):
         """Whether the last batch ended short of its target because the budget ran out."""
         return self._stopped
 
+    @property
+    def last_report(self) -> StepReport | None:
+        """
+        The :class:`StepReport` of the batch before the current one (``None`` until a second batch).
+
+        A batch's step ends when the next batch begins (see :meth:`begin_batch`).
+
+        .. versionadded:: 0.3.0
+        """
+        return self._last_report
+
     def begin_batch(self, target_groups: int) -> None:
         """Start a batch: a new session step (keeping the rate estimate) aiming at ``target_groups``."""
         target_groups = check_count(target_groups, "target_groups")
@@ -188,8 +200,10 @@ class ChallengerAdmission(SessionHolder):
             self._room = True
             self._stopped = False
             if self._budgeted:
-                if self._session.step_open:  # the Challenger never ends a batch: its next one does
-                    self._session.end_step()
+                # end_batch leaves the step open, so that state and plan stay readable after it,
+                # and a batch that raised never reaches end_batch: the next batch ends the step.
+                if self._session.step_open:
+                    self._last_report = self._session.end_step()
                 self._session.begin_step(target_groups)
 
     def end_batch(self, *, complete: bool) -> bool:

@@ -19,7 +19,8 @@ from ..._exceptions import BudgetExhaustedError
 from ..._host_rules.openrlhf import amend_by_mean_range
 from ..._session import AdmissionSession, StepReport
 from ..._streaming import StreamPlan
-from .._adapter_runtime import AdapterSession, SessionRegistry, stream_step_metrics
+from .._adapter_runtime import AdapterSession, SessionRegistry
+from .._adapter_step import admission_step, exhausted_message, log_metrics, step_metrics
 from ._groups import GENERATION_FAILED, failed_group, read_group
 from ._settings import OpenRLHFAdmissionSettings, current_settings, forget_settings
 from ._versions import SUPPORTED_VERSIONS
@@ -104,9 +105,11 @@ def _host_module(cls: type) -> Any:
             if hasattr(module, "ray") and hasattr(module, "_collect_prompt_batch"):
                 return module
             break
+    bases = [klass.__name__ for klass in cls.__mro__[1:-1] if klass is not AdmissionGeneratorMixin]
     msg = (
-        f"{cls.__name__} must derive from OpenRLHF's SamplesGenerator, whose module defines 'ray' "
-        f"and '_collect_prompt_batch' (supported: openrlhf{SUPPORTED_VERSIONS['openrlhf']})"
+        f"'{cls.__name__}' must derive from OpenRLHF's SamplesGenerator (openrlhf"
+        f"{SUPPORTED_VERSIONS['openrlhf']}), whose module defines 'ray' and '_collect_prompt_batch' "
+        f"(got bases {bases})"
     )
     raise TypeError(msg)
 
@@ -140,13 +143,10 @@ class _Step:
         prompts, labels, images, self.dry = self.host._collect_prompt_batch(dataloader_iter, num_prompts)
         if not prompts:
             return [], 0, True
-        self.session.begin_step(len(prompts))
-        try:
+        with admission_step(self.session, len(prompts)) as step:
             pending = self._dispatch(prompts, labels, images)
             plan = self._stream(dataloader_iter, pending)
-        finally:
-            report = self.session.end_step()
-        return self._finish(report, plan)
+        return self._finish(step.report, plan)
 
     def _dispatch(self, prompts: list[Any], labels: list[Any], images: list[Any]) -> list[Any]:
         self.consumed += len(prompts)
@@ -192,12 +192,12 @@ class _Step:
 
     def _finish(self, report: StepReport, plan: StreamPlan | None) -> tuple[list[Any], int, bool]:
         rate = None if plan is None else plan.effective_rate
-        metrics = stream_step_metrics(self.session, report, prefix=METRIC_PREFIX, effective_rate=rate)
+        metrics = step_metrics(self.session, report, prefix=METRIC_PREFIX, effective_rate=rate)
         metrics[f"{METRIC_PREFIX}prompts_consumed"] = self.consumed
         self.generator.last_admission_metrics, self.generator.last_admission_report = metrics, report
-        _log.info("group_admission_step", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
+        log_metrics(_log, "group_admission_step", metrics, METRIC_PREFIX)
         if report.exhausted and not self.dry:
-            message = _exhausted_message(report, self.settings)
+            message = _exhausted_message(report, self.session, self.settings)
             if self.settings.on_exhausted == "raise":
                 raise BudgetExhaustedError(message)
             _log.warning("group_admission_short_batch", detail=message)
@@ -219,11 +219,11 @@ def _write_info(experiences: list[Any], metrics: dict[str, int | float]) -> None
             info.update({name: torch.tensor([float(value)]) for name, value in metrics.items()})
 
 
-def _exhausted_message(report: StepReport, settings: OpenRLHFAdmissionSettings) -> str:
-    caps = ", ".join(report.limited_by) or "none"
-    return (
-        f"group admission (OpenRLHF): kept {report.kept_groups} of {report.target_groups} target groups "
-        f"after {report.generated_groups} generated groups (binding caps: {caps}); check that the prompts "
-        "are not all too easy or too hard, that policy.gate_on names the outcome component, or raise "
-        f"budget.max_extra_groups (now {settings.budget.max_extra_groups})"
+def _exhausted_message(
+    report: StepReport, session: AdmissionSession, settings: OpenRLHFAdmissionSettings
+) -> str:
+    advice = (
+        "Check that the prompts are not all too easy or too hard, that policy.gate_on names the "
+        f"outcome component, or raise budget.max_extra_groups (now {settings.budget.max_extra_groups})."
     )
+    return exhausted_message("OpenRLHF", report, session, advice)

@@ -94,8 +94,11 @@ def install(module: ModuleType | None = None) -> type:
 
     .. versionadded:: 0.2.0
     """
-    target: Any = import_openrlhf(GENERATOR_MODULE) if module is None else module
-    check_openrlhf()
+    target: Any = module
+    if target is None:
+        target = import_openrlhf(GENERATOR_MODULE)  # checks the installed version too
+    else:
+        check_openrlhf()
     made = admission_generator_class(target.SamplesGenerator)
     target.SamplesGenerator = made
     if made in _CLASSES.values():

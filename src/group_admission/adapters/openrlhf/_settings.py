@@ -142,7 +142,7 @@ def _read_env_value(value: str) -> Any:
             return json.load(handle)
     except json.JSONDecodeError as exc:
         where = "inline JSON" if is_inline(value) else f"'{value}'"
-        msg = f"{SETTINGS_ENV} holds invalid {where}: {exc}"
+        msg = f"'{SETTINGS_ENV}' must hold valid JSON (got invalid {where}: {exc})"
         raise ConfigurationError(msg) from None
 
 

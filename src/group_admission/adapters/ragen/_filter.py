@@ -16,7 +16,7 @@ from ..._loading import require_extra
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
 from ..._validation import check_count, describe
-from .._adapter_runtime import SessionHolder
+from .._adapter_runtime import SessionHolder, chunk
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -45,7 +45,7 @@ class GroupLayout(NamedTuple):
 def _score_rows(torch: Any, batch: Any) -> Any:
     """Each row's reward, ``original_rm_scores.sum(-1)``."""
     if isinstance(batch, Mapping):
-        msg = f"the RAGEN batch must be a verl DataProto (got a dict with keys {sorted(map(str, batch))})"
+        msg = f"'batch' must be a verl DataProto (got a dict with keys {sorted(map(str, batch))})"
         raise TypeError(msg)
     tensors = getattr(batch, "batch", None)
     # TensorDict refuses `key in td`; membership goes through keys().
@@ -393,7 +393,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
             raise ValueError(msg)
         texts = [assistant_text(conversations[row]) for row in layout.member_last_row.tolist()]
         size = int(layout.rewards.shape[1])
-        return [texts[start : start + size] for start in range(0, len(texts), size)]
+        return chunk(texts, size)
 
     def _ragen_metrics(
         self, torch: Any, layout: GroupLayout, stats: dict[str, Any], scores: Any, kept: Any

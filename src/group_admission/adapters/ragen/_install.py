@@ -84,15 +84,16 @@ def install(trainer_cls: type | None = None) -> type:
     if trainer_cls is None:
         trainer_cls = import_host(
             TRAINER_MODULE,
-            adapter=f"{_ADAPTER}.install()",
-            needs=f"RAGEN's trainer, module '{TRAINER_MODULE}'",
+            adapter=_ADAPTER,  # the key check_versions warns once under
+            needs=f"RAGEN's trainer, module '{TRAINER_MODULE}', for install()",
             install=(
                 "git clone https://github.com/mll-lab-nu/RAGEN && pip install -e RAGEN "
                 "(the PyPI package named 'ragen' is unrelated)"
             ),
             versions=SUPPORTED_VERSIONS,
         ).RayAgentTrainer
-    check_versions(_ADAPTER, SUPPORTED_VERSIONS)
+    else:
+        check_versions(_ADAPTER, SUPPORTED_VERSIONS)
     _check_trainer_class(trainer_cls)
     patched: Any = trainer_cls
     original: Callable[..., Any] = patched.init_workers

@@ -86,7 +86,10 @@ def _renamed(fields: Mapping[str, Any]) -> dict[str, Any]:
         stacklevel=3,
     )
     if "max_rejection_ratio" in fields:
-        msg = "give 'max_rejection_ratio' only: 'max_drop_ratio' is its deprecated name"
+        msg = (
+            "'max_rejection_ratio' must be given alone: 'max_drop_ratio' is its deprecated name "
+            f"(got both: {fields['max_rejection_ratio']!r} and {fields[_DEPRECATED_RATIO]!r})"
+        )
         raise ValueError(msg)
     fields["max_rejection_ratio"] = fields.pop(_DEPRECATED_RATIO)
     return fields

@@ -29,6 +29,7 @@ from .._adapter_runtime import (
     settings_from,
     to_str_tuple,
 )
+from .._adapter_step import log_metrics
 from .._host_support import find_host, host_versions
 from ._groups import read_group
 
@@ -146,7 +147,7 @@ class _SlimeSession(AdapterSession[SlimeAdmissionSettings]):
         metrics = self.window.close(METRIC_PREFIX)
         metrics[f"{METRIC_PREFIX}fallback_estimated"] = int(fallback_estimated)
         self.last_rollout, self.unlogged = metrics, True
-        _log.info("group_admission_rollout", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
+        log_metrics(_log, "group_admission_rollout", metrics, METRIC_PREFIX)
 
 
 _SESSIONS: SessionRegistry[_SlimeSession] = SessionRegistry(on_reset=_output_type.cache_clear)

@@ -21,9 +21,11 @@ import structlog
 
 from ..._exceptions import BudgetExhaustedError
 from ..._reasons import RejectionReason
+from ..._session import StepReport
 from ..._streaming import StreamPlan
 from ..._validation import check_count, describe
 from .._adapter_runtime import AdapterSession, SessionRegistry
+from .._adapter_step import admission_step, exhausted_message, log_metrics
 from .._host_support import host_versions, import_host
 from . import _hooks
 from ._groups import leaves, read_group
@@ -99,9 +101,8 @@ def _build(raw: tuple[Any, Any], target: int) -> _Stream:
     )
 
 
-def _stream(args: Any) -> _Stream:
+def _stream(args: Any, target: int) -> _Stream:
     raw = (getattr(args, SETTINGS_ATTR, None), getattr(args, STREAMING_SETTINGS_ATTR, None))
-    target = _count_arg(args, "rollout_batch_size")
     return _STREAMS.get([*raw, target], lambda: _build(raw, target))
 
 
@@ -204,8 +205,7 @@ class _Rollout:
         settings = self.stream.streaming
         return self.stream.session.stream_plan(
             len(self.state.pendings),
-            num_generations=self.group_size,
-            confidence=settings.confidence,
+            num_generations=self.group_size,  # the confidence is the budget's: see budget_for
             race=settings.race,
             top_up_below=settings.top_up_below,
         )
@@ -232,29 +232,28 @@ async def _launch_and_judge(rollout: _Rollout, data_source: Any, gatherer: Any) 
 
 
 async def _rollout(
-    args: Any, rollout_id: int, data_source: Any, stream: _Stream, slime: _Slime
+    args: Any, rollout_id: int, data_source: Any, stream: _Stream, target: int, slime: _Slime
 ) -> tuple[Any, list[Any]]:
     state = slime.rollout.GenerateState(args)
-    target, size = (_count_arg(args, name) for name in ("rollout_batch_size", "n_samples_per_prompt"))
-    rollout = _Rollout(args, stream, state, target, size)
+    rollout = _Rollout(args, stream, state, target, _count_arg(args, "n_samples_per_prompt"))
     gatherer = slime.filters.MetricGatherer()
     session = stream.session
-    session.begin_step(rollout.target)
     carried: list[Any] = []
-    try:
-        plan = await _launch_and_judge(rollout, data_source, gatherer)
-        in_flight = len(state.pendings)
-        if in_flight:
-            # slime aborts every request at once; with --partial-rollout it hands back the groups.
-            carried = await slime.rollout.abort(args, rollout_id)
-    except BaseException:
-        if state.pendings and not state.aborted:
-            with contextlib.suppress(Exception):  # the error that stopped the rollout is the one to see
-                await slime.rollout.abort(args, rollout_id)
-        raise
-    finally:
-        state.reset()
-        report = session.end_step()
+    with admission_step(session, target) as step:
+        try:
+            plan = await _launch_and_judge(rollout, data_source, gatherer)
+            in_flight = len(state.pendings)
+            if in_flight:
+                # slime aborts every request at once; with --partial-rollout it hands back the groups.
+                carried = await slime.rollout.abort(args, rollout_id)
+        except BaseException:
+            if state.pendings and not state.aborted:
+                with contextlib.suppress(Exception):  # the error that stopped the rollout is the one to see
+                    await slime.rollout.abort(args, rollout_id)
+            raise
+        finally:
+            state.reset()
+    report = step.report
     data = _fill(rollout, report, plan)
     _post_hooks(args, slime, data, rollout, data_source)
     metrics = rollout_metrics(
@@ -271,7 +270,7 @@ async def _rollout(
             "padded_group_count": len(data) - len(rollout.kept),
         },
     )
-    _log.info("group_admission_rollout", **{k.removeprefix(METRIC_PREFIX): v for k, v in metrics.items()})
+    log_metrics(_log, "group_admission_rollout", metrics, METRIC_PREFIX)
     output = slime.base_types.RolloutFnTrainOutput(samples=data, metrics={**gatherer.collect(), **metrics})
     return output, carried
 
@@ -282,14 +281,14 @@ def _sort_key(item: _Finished) -> tuple[int, int]:
     return (index, item.order) if isinstance(index, int) else (item.order, item.order)
 
 
-def _fill(rollout: _Rollout, report: Any, plan: StreamPlan) -> list[Any]:
+def _fill(rollout: _Rollout, report: StepReport, plan: StreamPlan) -> list[Any]:
     """The kept groups, filled to ``rollout_batch_size`` on exhaustion as the settings say."""
     missing = rollout.target - len(rollout.kept)
     chosen = rollout.kept
     if missing:
         settings = rollout.stream.streaming
         if settings.on_exhausted == "raise" or len(rollout.rejected) < missing:
-            raise BudgetExhaustedError(_exhausted_message(rollout, report, plan))
+            raise BudgetExhaustedError(_exhausted_message(rollout, report))
         padding = rollout.rejected[:missing]
         for item in padding:
             for sample in leaves(item.group):
@@ -306,9 +305,7 @@ def _fill(rollout: _Rollout, report: Any, plan: StreamPlan) -> list[Any]:
     return [item.group for item in sorted(chosen, key=_sort_key)]
 
 
-def _exhausted_message(rollout: _Rollout, report: Any, plan: StreamPlan) -> str:
-    counts = rollout.stream.session.step_stats.to_dict()["counts"]
-    reasons = ", ".join(f"{r.value} x{counts[r.value]}" for r in RejectionReason if counts[r.value]) or "none"
+def _exhausted_message(rollout: _Rollout, report: StepReport) -> str:
     missing = rollout.target - len(rollout.kept)
     why = (
         f"on_exhausted is 'raise' in the '{STREAMING_SETTINGS_ATTR}' settings"
@@ -317,13 +314,12 @@ def _exhausted_message(rollout: _Rollout, report: Any, plan: StreamPlan) -> str:
         f"{missing} missing place(s) without gradient"
     )
     budget = rollout.stream.session.controller.config
-    return (
-        f"group admission (slime streaming): the rollout kept {len(rollout.kept)} of {rollout.target} "
-        f"groups after {report.generated_groups} finished groups (rejections: {reasons}; binding caps: "
-        f"{', '.join(plan.limited_by) or 'none'}), and {why}. Check that the data is not all too easy "
-        "or too hard for the model and that the reward works, or raise 'budget.max_extra_groups' "
+    advice = (
+        f"The rollout cannot fill the batch: {why}. Check that the data is not all too easy or too "
+        "hard for the model and that the reward works, or raise 'budget.max_extra_groups' "
         f"(now {budget.max_extra_groups}) in the '{STREAMING_SETTINGS_ATTR}' settings."
     )
+    return exhausted_message("slime streaming", report, rollout.stream.session, advice)
 
 
 def _post_hooks(args: Any, slime: _Slime, data: list[Any], rollout: _Rollout, data_source: Any) -> None:
@@ -365,8 +361,8 @@ def streaming_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: 
     if evaluation:
         return slime.rollout.generate_rollout(args, rollout_id, data_source, evaluation=True)
     _check_args(args)
-    stream = _stream(args)
-    output, carried = slime.run(_rollout(args, rollout_id, data_source, stream, slime))
+    target = _count_arg(args, "rollout_batch_size")
+    output, carried = slime.run(_rollout(args, rollout_id, data_source, _stream(args, target), target, slime))
     if carried:
         data_source.add_samples(carried)
     return output

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..._session import AdmissionSession, StepReport
 from ..._streaming import StreamPlan
-from .._adapter_runtime import stream_step_metrics
+from .._adapter_step import stream_step_metrics
 from ._groups import leaves
 from ._hooks import METRIC_PREFIX
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 
 from ..._budget import SamplingBudgetConfig
-from ..._validation import check_ge, probability_field, real_field
+from ..._validation import check_ge, check_probability, field_check, probability_field, real_field
 from .._adapter_runtime import ExhaustionAction, as_budget, on_exhausted_field
 from ._hooks import ArgsSettings
 
@@ -15,6 +16,32 @@ __all__ = ["STREAMING_SETTINGS_ATTR", "SlimeStreamingSettings"]
 
 #: The ``args`` attribute that ``--custom-config-path`` sets from the YAML's top-level key.
 STREAMING_SETTINGS_ATTR = "group_admission_streaming"
+#: The plan's confidence when neither ``confidence`` nor ``budget.confidence`` is given.
+DEFAULT_CONFIDENCE = 0.99
+
+
+def _with_confidence(value: Any, settings: Any) -> SamplingBudgetConfig | None:
+    """
+    The ``budget`` setting, holding the plan's confidence: ``confidence`` or ``budget.confidence``.
+
+    A budget mapping without ``confidence`` gets the top-level one (else 0.99, not the
+    budget's own default); both given must agree, so that neither is silently ignored.
+    """
+    if value is None:
+        return None
+    given = value.confidence if isinstance(value, SamplingBudgetConfig) else None
+    if isinstance(value, Mapping):
+        given = value.get("confidence")
+        if given is None:
+            fill = DEFAULT_CONFIDENCE if settings.confidence is None else settings.confidence
+            value = {**value, "confidence": fill}
+    if given is not None and settings.confidence is not None and given != settings.confidence:
+        msg = (
+            "'confidence' and 'budget.confidence' must agree, or give only one of them "
+            f"(got {settings.confidence!r} and {given!r})"
+        )
+        raise ValueError(msg)
+    return as_budget(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -29,9 +56,11 @@ class SlimeStreamingSettings(ArgsSettings):
         budget: :class:`SamplingBudgetConfig` fields, the hard caps of one rollout
             (``max_extra_groups``, ``max_total_samples``, ``max_total_tokens``; groups
             resumed from slime's buffer count against them). ``None``: at most
-            ``2 x rollout_batch_size`` extra groups.
+            ``2 x rollout_batch_size`` extra groups. Its ``confidence`` is the plan's.
         confidence: The probability that the groups in flight meet the target
             (:meth:`AdmissionSession.stream_plan`); higher is faster and launches more.
+            The same knob as ``budget.confidence``: give either (both must agree);
+            ``None`` with neither: 0.99.
         race: Admitted groups raced for each open place (at least 1).
         top_up_below: Launch more only once the probability of meeting the target with
             the groups in flight has fallen below this.
@@ -44,14 +73,19 @@ class SlimeStreamingSettings(ArgsSettings):
     """
 
     ATTR: ClassVar[str] = STREAMING_SETTINGS_ATTR
+    # Before ``budget``, whose converter reads it.
+    confidence: float | None = real_field(None, field_check(check_probability), optional=True)
     budget: SamplingBudgetConfig | None = attrs.field(
-        default=None, converter=attrs.converters.optional(as_budget)
+        default=None,
+        converter=attrs.Converter(_with_confidence, takes_self=True),  # type: ignore[misc]  # mypy's attrs plugin
     )
-    confidence: float = probability_field(0.99)
     race: float = real_field(1.0, check_ge(1))
     top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = on_exhausted_field()
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
-        """The caps of one rollout of ``rollout_batch_size`` groups."""
-        return self.budget or SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size)
+        """The caps of one rollout of ``rollout_batch_size`` groups, and the plan's confidence."""
+        if self.budget is not None:
+            return self.budget
+        confidence = DEFAULT_CONFIDENCE if self.confidence is None else self.confidence
+        return SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size, confidence=confidence)

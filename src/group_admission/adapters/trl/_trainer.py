@@ -17,6 +17,8 @@ from ..._history_config import PromptHistoryConfig
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
+from .._adapter_runtime import chunk
+from .._adapter_step import admission_step, step_metrics
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
@@ -117,8 +119,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         session, size = self.admission_session, self.num_generations
         first, ids = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
-        session.begin_step(groups)
-        try:
+        # A failed round (generation, a reward function) ends the step too: it must not stay open.
+        with admission_step(session, groups) as step:
             verdict = self._judge_round(first, ids)
             rounds, filled = [first], verdict.keep.copy()
             slots = [(0, group) for group in range(groups)]
@@ -138,8 +140,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
                 rounds.append(extra)
                 plan = session.plan(num_generations=size)
                 rate = plan.effective_rate
-        finally:  # a failed round (generation, a reward function) must not leave the step open
-            report = session.end_step()
+        report = step.report
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
         self._log_step(report, rate, float(verdict.keep.mean()), (skipped, forced))
         self.last_step_report = report
@@ -252,7 +253,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         texts = None
         if config.similarity_gate_enabled:
             flat = [_completion_text(c) for c in gather_object(list(completions))]
-            texts = [flat[i : i + self.num_generations] for i in range(0, len(flat), self.num_generations)]
+            texts = chunk(flat, self.num_generations)
         return self.admission_session.judge_batch(
             session_rewards(
                 rewards,
@@ -294,12 +295,10 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
     def _log_step(
         self, report: StepReport, effective_rate: float, rate_before: float, prompts: tuple[int, int]
     ) -> None:
-        values = report.metrics(effective_rate=effective_rate)
+        values = step_metrics(self.admission_session, report, prefix="", effective_rate=effective_rate)
         values["informative_rate_before"] = rate_before
         if self.prompt_history is not None:
             values["prompts_skipped"], values["prompts_forced"] = prompts
-        for name, total in self.admission_session.stats.metrics().items():
-            values[f"total/{name}"] = total
         for name, value in values.items():
             self._metrics["train"][_PREFIX + name].append(float(value))
 

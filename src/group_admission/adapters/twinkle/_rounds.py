@@ -19,8 +19,9 @@ from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._session import StepReport
 from ..._validation import check_choice, check_count
-from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction
-from ._rows import RowRewards, chunk
+from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction, chunk
+from .._adapter_step import admission_step, exhausted_message
+from ._rows import RowRewards
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 
 if TYPE_CHECKING:
@@ -147,8 +148,8 @@ class _Rounds:
         sequences = [sequence for response in responses for sequence in response.sequences]
         if len(sequences) != len(prompts) * size:
             msg = (
-                f"the sampler returned {len(sequences)} sequences for {len(prompts)} prompts x "
-                f"num_generations={size} (expected {len(prompts) * size})"
+                f"the sampler must return one sequence per prompt and generation, {len(prompts)} prompts x "
+                f"num_generations={size} = {len(prompts) * size} (got {len(sequences)})"
             )
             raise ValueError(msg)
         groups = chunk(sequences, size)
@@ -215,15 +216,15 @@ def sample_admitted_groups(
     check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)
     if not batch:
-        msg = "'prompts' must hold at least one prompt (the step's target is one kept group per prompt)"
+        msg = (
+            "'prompts' must hold at least one prompt, the step's target being one kept group per "
+            "prompt (got 0)"
+        )
         raise ValueError(msg)
     rounds = _Rounds(admission, sampler, score, sampling_params, dict(sample_kwargs or {}))
-    admission.begin_step(len(batch))
-    try:
+    with admission_step(admission.session, len(batch)) as step:
         plan, out_of_prompts = rounds.run_all(batch, extra_prompts)
-    finally:  # a sampler or score error must not leave the step open for the next call
-        report = admission.end_step()
-    return _finish(admission, rounds, report, plan, out_of_prompts, on_exhausted)
+    return _finish(admission, rounds, step.report, plan, out_of_prompts, on_exhausted)
 
 
 def _finish(
@@ -252,19 +253,17 @@ def _finish(
         metrics=metrics,
     )
     if report.short_groups:
-        message = _short_message(report, out_of_prompts)
+        message = _short_message(admission, report, out_of_prompts)
         if on_exhausted == "raise":
             raise BudgetExhaustedError(message)
         _log.warning("group_admission_short_step", message=message, **report.to_dict())
     return batch
 
 
-def _short_message(report: StepReport, out_of_prompts: bool) -> str:
-    cause = "extra_prompts ran out" if out_of_prompts else "the budget allows no more groups"
-    caps = ", ".join(report.limited_by) or "none"
-    return (
-        f"group admission (twinkle): the step kept {report.kept_groups} of {report.target_groups} "
-        f"groups after {report.generated_groups} generated in {report.sampling_rounds} round(s); "
-        f"{cause} (binding caps: {caps}). Train on fewer groups, skip the step, or raise the "
-        "budget's max_extra_groups / max_resample_rounds."
+def _short_message(admission: TwinkleGroupAdmission, report: StepReport, out_of_prompts: bool) -> str:
+    cause = "'extra_prompts' ran out" if out_of_prompts else "the budget allows no more groups"
+    advice = (
+        f"Cause: {cause}. Train on fewer groups, skip the step, or raise the budget's "
+        "max_extra_groups / max_resample_rounds."
     )
+    return exhausted_message("twinkle", report, admission.session, advice)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..._validation import describe
+from .._adapter_runtime import chunk
 
 if TYPE_CHECKING:
     import torch
@@ -27,11 +28,6 @@ __all__ = ["UNSUMMABLE_REWARD", "RowRewards", "chunk"]
 #: finite: twinkle's ``GRPOAdvantage`` sums every component, so such a row has no total.
 UNSUMMABLE_REWARD = "unsummable_reward"
 _FLAT = "reward"  # the component name of a plain list of rewards
-
-
-def chunk(values: Sequence[Any], size: int) -> list[list[Any]]:
-    """``values`` cut into consecutive lists of ``size`` (the length is a multiple of it)."""
-    return [list(values[start : start + size]) for start in range(0, len(values), size)]
 
 
 def _as_list(values: Any, name: str) -> list[Any]:

@@ -21,8 +21,9 @@ from ..._limits import DropLimits
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._validation import check_choice, check_count, describe
-from .._adapter_runtime import SessionHolder, step_metrics
-from ._rows import UNSUMMABLE_REWARD, RowRewards, chunk
+from .._adapter_runtime import SessionHolder, chunk
+from .._adapter_step import step_metrics
+from ._rows import UNSUMMABLE_REWARD, RowRewards
 from ._versions import import_twinkle
 
 if TYPE_CHECKING:

@@ -16,9 +16,8 @@ from typing import Any
 
 from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
-from ..._metrics import AdmissionStats
-from ..._reasons import RejectionReason
 from ..._session import AdmissionSession, AdmissionVerdict, StepReport
+from .._adapter_step import admission_step, exhausted_message
 from ._checkpoint_state import load_session_state
 from ._groups import GroupRewards, build_group, keys_by_uid, launched_sessions, no_trajectories
 from ._metrics import step_metrics
@@ -106,13 +105,11 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         if partition_id == _VALIDATION:
             return self._sample_validation(global_steps, partition_id, batch_size)
         self._resume_once(global_steps)
-        self.session.begin_step(batch_size)
-        try:
+        # A failed sync, read or refill ends the step too, not to leave it open for the next sample.
+        with admission_step(self.session, batch_size) as step:
             kept, plan = self._sample_rounds(partition_id, batch_size)
-        finally:  # a failed sync, read or refill must not leave the step open for the next sample
-            report = self.session.end_step()
-        self.last_report = report
-        return self._finish_step(partition_id, kept, report, plan)
+        self.last_report = step.report
+        return self._finish_step(partition_id, kept, step.report, plan)
 
     def _sample_rounds(self, partition_id: str, batch_size: int) -> tuple[list[str], ResamplePlan]:
         """Judge groups as they finish; plan and refill each complete round until the target or a cap."""
@@ -236,25 +233,15 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
 
 
 def _exhausted_message(report: StepReport, session: AdmissionSession, settings: VerlAdmissionSettings) -> str:
-    step = session.step_stats
-    reasons = ", ".join(f"{name} x{count}" for name, count in _rejections(step).items() if count) or "none"
-    caps = ", ".join(report.limited_by) or "none"
     verdict = (
         "Nothing was kept, so there is nothing to train on. "
         if not report.kept_groups
         else "on_exhausted is 'raise'. "
     )
-    return (
-        f"group admission (verl): the step kept {report.kept_groups} of {report.target_groups} target "
-        f"groups after {report.generated_groups} generated groups in {report.sampling_rounds} round(s) "
-        f"(rejections: {reasons}; binding caps: {caps}). {verdict}"
-        "Check that the data is not all too easy or too hard for the model, that "
+    advice = (
+        f"{verdict}Check that the data is not all too easy or too hard for the model, that "
         f"policy.gate_on ({list(settings.components)}) names the outcome component, or raise "
         f"budget.max_extra_groups (now {settings.budget.max_extra_groups}) / "
         f"budget.max_resample_rounds (now {settings.budget.max_resample_rounds})."
     )
-
-
-def _rejections(stats: AdmissionStats) -> dict[str, int]:
-    counts = stats.to_dict()["counts"]
-    return {reason.value: counts[reason.value] for reason in RejectionReason}
+    return exhausted_message("verl", report, session, advice)
