@@ -160,6 +160,14 @@ BAD_POOL_RUNS = [
     (["--gate-on", "outcome"], None, "'gate_on' must be None for simulate_pool"),
     ([], "simulation: {steps: 1}\n", "unknown section(s) ['simulation']"),
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
+    # Without a history strategy the section was built as it was: attrs' own TypeErrors.
+    (["--strategies", "controller"], "history: {group_size: 4}\n", "'history' must not set 'group_size'"),
+    (["--strategies", "controller"], "history: {bogus: 1}\n", "unknown key(s) 'bogus' in 'history'"),
+    (
+        [],
+        "strategies: [{kind: controller, bogus: 1}]\n",
+        "unknown key(s) 'bogus' in pool strategy 'controller'",
+    ),
     ([], "strategies: history\n", "'strategies' must be a list"),
     ([], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
     # A traceback: the strategy's name was built from the history before it was checked.

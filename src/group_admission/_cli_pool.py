@@ -32,7 +32,7 @@ from ._config import GroupAdmissionConfig
 from ._history_config import PromptHistoryConfig
 from ._validation import describe
 from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
-from .simulation._planning_strategies import PoolStrategy
+from .simulation._planning_strategies import PoolStrategy, history_config
 from .simulation._pool_simulate import POOL_STRATEGY_KINDS, as_pool_strategies
 from .simulation._simulate import check_simulated_policy
 
@@ -144,9 +144,7 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
         for strategy in strategies:
             strategy.check(config)
         # The section's own fields, for the settings line (group_size is the pool's).
-        history = (
-            PromptHistoryConfig(group_size=config.group_size, **data["history"]) if data["history"] else None
-        )
+        history = history_config(data["history"], config.group_size) if data["history"] else None
     return PreparedPool(config, policy, strategies, budget, history)
 
 

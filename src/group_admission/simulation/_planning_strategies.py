@@ -15,6 +15,7 @@ import attrs
 from .._budget import SamplingBudgetConfig
 from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
+from .._loading import from_mapping
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
 from .._validation import (
@@ -40,6 +41,7 @@ __all__ = [
     "PoolStrategy",
     "SessionPoolStrategy",
     "StreamingLaunches",
+    "history_config",
 ]
 
 
@@ -242,14 +244,28 @@ def _history_fields(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, dict):
-        msg = f"'{attribute.name}' must be a mapping of PromptHistoryConfig fields (got {describe(value)})"
+def history_config(fields: object, group_size: int, *, name: str = "history") -> PromptHistoryConfig:
+    """
+    The :class:`PromptHistoryConfig` of a pool's ``history`` fields, at the pool's ``group_size``.
+
+    Raises:
+        TypeError: ``fields`` is not a mapping, or a field has the wrong type.
+        ValueError: ``fields`` sets ``group_size``, holds an unknown key or a value out of range.
+    """
+    if not isinstance(fields, Mapping):
+        msg = f"'{name}' must be a mapping of PromptHistoryConfig fields (got {describe(fields)})"
         raise TypeError(msg)
-    if "group_size" in value:
-        msg = f"'{attribute.name}' must not set 'group_size': the pool's group size is used"
+    if "group_size" in fields:
+        msg = (
+            f"'{name}' must not set 'group_size': the pool's group size is used "
+            f"(got {describe(fields['group_size'])})"
+        )
         raise ValueError(msg)
-    PromptHistoryConfig(group_size=1, **value)  # raises naming the bad field
+    return from_mapping(PromptHistoryConfig, {**fields, "group_size": group_size}, source=f"'{name}'")
+
+
+def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    history_config(value, 1, name=attribute.name)  # raises naming the bad field
 
 
 @attrs.frozen(kw_only=True)
@@ -285,7 +301,7 @@ class HistorySkipping(SessionPoolStrategy):
         """The strategy's history (built at the first step, kept in the context's memory)."""
         history = context.memory.get("history")
         if history is None:
-            config = PromptHistoryConfig(group_size=context.group_size, **self.history)
+            config = history_config(self.history, context.group_size)
             history = context.memory["history"] = PromptHistory(config)
         assert isinstance(history, PromptHistory)
         return history

@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from .._config import GroupAdmissionConfig
-from .._loading import coerce_config
+from .._loading import coerce_config, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
@@ -193,14 +193,15 @@ def as_pool_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, 
         spec: dict[str, Any] = (
             {"kind": item} if isinstance(item, str) else dict(item) if isinstance(item, Mapping) else {}
         )
-        cls = POOL_STRATEGY_KINDS.get(spec.pop("kind", None))
+        kind = spec.pop("kind", None)
+        cls = POOL_STRATEGY_KINDS.get(kind) if isinstance(kind, str) else None
         if cls is None:
             msg = (
                 f"a pool strategy must be one of {sorted(POOL_STRATEGY_KINDS)} or a mapping "
                 f"with a 'kind' (got {describe(item)})"
             )
             raise ValueError(msg)
-        built.append(cls(**spec))
+        built.append(from_mapping(cls, spec, source=f"pool strategy {kind!r}"))
     names = [s.name for s in built]
     if not built or len(set(names)) != len(names):
         msg = f"'strategies' must name at least one strategy, each with a unique name (got {names})"
