@@ -202,7 +202,7 @@ def test_an_all_dead_pool_runs_to_the_end() -> None:
 
 def test_a_bug_while_simulating_shows_its_traceback() -> None:
     setup = "import group_admission._cli_pool as pool\ndef bug(*a, **k):\n    raise ValueError('a bug')\n"
-    done = command(*TINY, setup=setup + "pool.simulate_pool = bug")
+    done = command(*TINY, setup=setup + "pool.run_pool = bug")
 
     assert 1 == done.returncode
     assert "Traceback (most recent call last)" in done.stderr
