@@ -35,7 +35,6 @@ __all__ = [
     "add_settings_command",
     "apply_flags",
     "cannot_access",
-    "flag_text",
     "names",
     "one_line",
     "output_file",
@@ -145,14 +144,14 @@ def _flag_kind(hint: Any) -> _FlagKind:
     return kind
 
 
-def flag_text(value: object) -> str:
+def _flag_text(value: object) -> str:
     """A setting's value as a flag takes it: ``none``, ``0.5,0.5``, ``1e-06``."""
     if value is None:
         return "none"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return ",".join(flag_text(item) for item in value)
+        return ",".join(_flag_text(item) for item in value)
     return str(value)
 
 
@@ -162,7 +161,7 @@ def _default_note(field: attrs.Attribute[Any]) -> str:
         default = attrs.NOTHING if default.takes_self else default.factory()
     if default is attrs.NOTHING:
         return ""
-    return f" (default: {flag_text(default)})".replace("%", "%%")  # argparse formats help with %
+    return f" (default: {_flag_text(default)})".replace("%", "%%")  # argparse formats help with %
 
 
 def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: set[str]) -> None:
@@ -196,7 +195,7 @@ def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: s
 
 
 def _pairs(values: Mapping[str, Any]) -> str:
-    return " ".join(f"{key}={flag_text(value)}" for key, value in values.items())
+    return " ".join(f"{key}={_flag_text(value)}" for key, value in values.items())
 
 
 def _changed(config: Any) -> dict[str, Any]:

@@ -171,12 +171,6 @@ def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBu
     )
 
 
-def check_pool_budget(budget: SamplingBudgetConfig | None, config: PromptPoolConfig, name: str) -> None:
-    """Refuse a step budget (or the default one) that lets a step generate more than a simulation draws."""
-    target = config.target_groups
-    check_budget_samples(_pool_budget(budget, target), target, config.group_size, name=name)
-
-
 def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> AdmissionSession:
     session = context.memory.get("session")
     if session is None:
@@ -200,7 +194,8 @@ class SessionPoolStrategy(StrategyBase):
 
     def check(self, config: PromptPoolConfig) -> None:
         """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
+        target = config.target_groups
+        check_budget_samples(_pool_budget(self.budget, target), target, config.group_size, name=self.name)
 
     def run_step(self, context: PoolContext) -> None:
         """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
