@@ -39,7 +39,7 @@ from ._history_evidence import (
     Observation,
     informative_chances,
 )
-from ._history_ids import PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
+from ._history_ids import INT64_MAX, PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
 from ._history_state import HistoryParts, history_state, restore_history
 from ._loading import coerce_config
 from ._reasons import RejectionReason
@@ -47,14 +47,11 @@ from ._validation import check_count, describe
 
 __all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "prompt_key", "uniform_draw"]
 
-#: Steps and ranks are stored as signed 64-bit integers.
-_INT64_MAX = 2**63 - 1
-
 
 def _index(value: object, name: str) -> int:
     """A step or a rank: an integer in ``[0, 2**63 - 1]``."""
     number = check_count(value, name)
-    if number > _INT64_MAX:
+    if number > INT64_MAX:
         msg = f"'{name}' must be <= 2**63 - 1 (got {number})"
         raise ValueError(msg)
     return number
