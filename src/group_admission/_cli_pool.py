@@ -22,6 +22,7 @@ from ._cli_flags import (
     Section,
     add_settings_command,
     apply_flags,
+    default_budget_text,
     read_config,
     run_settings,
     strategy_list,
@@ -32,7 +33,7 @@ from ._config import GroupAdmissionConfig
 from ._history_config import PromptHistoryConfig
 from ._validation import describe
 from .simulation import PromptPoolConfig, ResponseLengthModel
-from .simulation._planning_strategies import history_config
+from .simulation._planning_strategies import PoolController, history_config
 from .simulation._pool_simulate import POOL_STRATEGY_KINDS, PreparedPool, prepare_pool, run_pool
 
 __all__ = ["COMMAND", "POOL_SECTIONS", "add_pool_command", "run_pool_command"]
@@ -43,7 +44,7 @@ POOL_SECTIONS = ("pool", "policy", "budget", "history", "strategies")
 #: The kinds the command accepts: the pool strategies', and ``greso`` (the history in GRESO's mode).
 POOL_KINDS = (*sorted(POOL_STRATEGY_KINDS), "greso")
 #: What a pool strategy allows without a budget (its own or the section's).
-DEFAULT_BUDGET = "a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
+DEFAULT_BUDGET = default_budget_text("a strategy", PoolController().effective_budget)
 #: The strategies run without a 'strategies' section or ``--strategies``.
 DEFAULT_KINDS = ("controller", "greso", "history", "oracle_skip")
 

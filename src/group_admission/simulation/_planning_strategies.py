@@ -164,22 +164,6 @@ class PoolStrategy(StrategyShape[PromptPoolConfig, PoolContext, None], Protocol)
     """
 
 
-def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBudgetConfig:
-    """The default step budget of pool strategies: room to reach the target on a hard pool."""
-    return budget or SamplingBudgetConfig(
-        max_extra_groups=6 * target, max_resample_rounds=8, mode="confidence", confidence=0.9
-    )
-
-
-def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> AdmissionSession:
-    session = context.memory.get("session")
-    if session is None:
-        config = _pool_budget(budget, context.target_groups)
-        session = context.memory["session"] = AdmissionSession(context.policy, budget=config)
-    assert isinstance(session, AdmissionSession)
-    return session
-
-
 class SessionPoolStrategy(StrategyBase):
     """
     A pool strategy that runs each pool step as one :class:`AdmissionSession` step under its ``budget``.
@@ -192,14 +176,24 @@ class SessionPoolStrategy(StrategyBase):
     budget: SamplingBudgetConfig | None
     name: str
 
+    def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
+        """The caps of a step with this target: the ``budget``, else room to reach it on a hard pool."""
+        return self.budget or SamplingBudgetConfig(
+            max_extra_groups=6 * target_groups, max_resample_rounds=8, mode="confidence", confidence=0.9
+        )
+
     def check(self, config: PromptPoolConfig) -> None:
         """Refuse a budget that lets a step generate more than a simulation draws."""
         target = config.target_groups
-        check_budget_samples(_pool_budget(self.budget, target), target, config.group_size, name=self.name)
+        check_budget_samples(self.effective_budget(target), target, config.group_size, name=self.name)
 
     def run_step(self, context: PoolContext) -> None:
         """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
-        session = _pool_session(context, self.budget)
+        session = context.memory.get("session")
+        if session is None:
+            budget = self.effective_budget(context.target_groups)
+            session = context.memory["session"] = AdmissionSession(context.policy, budget=budget)
+        assert isinstance(session, AdmissionSession)
         session.begin_step(context.target_groups)
         self.rounds(context, session)
         session.end_step()
