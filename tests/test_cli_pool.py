@@ -50,7 +50,8 @@ def test_a_tiny_run_prints_its_settings_and_the_table_of_every_default_strategy(
         "learnable_share=0.5 learning_rate=2 safety_max_rounds=100",
         "  lengths: mean_tokens=512 cv=0.5 max_tokens=none",
         "  policy: min_reward_std=1e-06",
-        "  budget: none given; a strategy allows 6 x target extra groups in 8 resample rounds, confidence mode at 0.9",
+        "  budget: none given; a strategy allows 6 x target extra groups in 8 resample rounds, "
+        "confidence mode at 0.9",
         "  history: half_life=50",
     ]
     lines = table.splitlines()
