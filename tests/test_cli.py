@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -18,7 +18,10 @@ from group_admission._cli import _build_parser, main
 from group_admission.simulation import (
     BinaryTaskModel,
     CompositeTaskModel,
+    ControllerResampling,
     EngineModel,
+    HistorySkipping,
+    PoolController,
     ResponseLengthModel,
     SimulationConfig,
 )
@@ -477,3 +480,33 @@ def test_a_bug_is_not_reported_as_a_usage_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cli, "run_simulation", bug)
     with pytest.raises(TypeError, match="a bug"):
         main(SIM)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [ControllerResampling(), PoolController(), HistorySkipping()],
+    ids=["controller", "pool controller", "history"],
+)
+def test_the_default_budgets_scale_with_the_target(strategy: Any) -> None:
+    """The help and settings lines read the caps off a target of one group as 'N x target'."""
+    one = strategy.effective_budget(1)
+    for target in (2, 7, 64):
+        budget = strategy.effective_budget(target)
+        assert attrs.evolve(one, max_extra_groups=target * one.max_extra_groups) == budget, target
+
+
+def test_the_default_texts_are_read_off_the_code() -> None:
+    """The help texts said what the code did in words of their own, free to drift from it."""
+    from group_admission._cli import DEFAULT_BUDGET
+    from group_admission._cli_flags import POLICY_TITLE
+    from group_admission._cli_pool import DEFAULT_BUDGET as POOL_BUDGET
+    from group_admission.simulation._simulate import DEFAULT_POLICY
+
+    controller = ControllerResampling().effective_budget(1)
+    pool = PoolController().effective_budget(1)
+    assert DEFAULT_BUDGET.startswith(
+        f"a controller allows {controller.max_extra_groups} x target extra groups in "
+        f"{controller.max_resample_rounds} resample rounds"
+    )
+    assert POOL_BUDGET.endswith(f"confidence mode at {pool.confidence:g}")
+    assert f"min_reward_std={DEFAULT_POLICY.min_reward_std:g}" in POLICY_TITLE

@@ -50,7 +50,8 @@ def test_a_tiny_run_prints_its_settings_and_the_table_of_every_default_strategy(
         "learnable_share=0.5 learning_rate=2 safety_max_rounds=100",
         "  lengths: mean_tokens=512 cv=0.5 max_tokens=none",
         "  policy: min_reward_std=1e-06",
-        "  budget: none given; a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9",
+        "  budget: none given; a strategy allows 6 x target extra groups in 8 resample rounds, "
+        "confidence mode at 0.9",
         "  history: half_life=50",
     ]
     lines = table.splitlines()
@@ -160,6 +161,14 @@ BAD_POOL_RUNS = [
     (["--gate-on", "outcome"], None, "'gate_on' must be None for simulate_pool"),
     ([], "simulation: {steps: 1}\n", "unknown section(s) ['simulation']"),
     ([], "history: {group_size: 8}\n", "must not set 'group_size'"),
+    # Without a history strategy the section was built as it was: attrs' own TypeErrors.
+    (["--strategies", "controller"], "history: {group_size: 4}\n", "'history' must not set 'group_size'"),
+    (["--strategies", "controller"], "history: {bogus: 1}\n", "unknown key(s) 'bogus' in 'history'"),
+    (
+        [],
+        "strategies: [{kind: controller, bogus: 1}]\n",
+        "unknown key(s) 'bogus' in pool strategy 'controller'",
+    ),
     ([], "strategies: history\n", "'strategies' must be a list"),
     ([], "strategies: [{kind: controller, budget: 3}]\n", "'budget' must be a"),
     # A traceback: the strategy's name was built from the history before it was checked.
@@ -194,7 +203,7 @@ def test_an_all_dead_pool_runs_to_the_end() -> None:
 
 def test_a_bug_while_simulating_shows_its_traceback() -> None:
     setup = "import group_admission._cli_pool as pool\ndef bug(*a, **k):\n    raise ValueError('a bug')\n"
-    done = command(*TINY, setup=setup + "pool.simulate_pool = bug")
+    done = command(*TINY, setup=setup + "pool.run_pool = bug")
 
     assert 1 == done.returncode
     assert "Traceback (most recent call last)" in done.stderr

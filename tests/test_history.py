@@ -417,6 +417,53 @@ class TestState:
         with pytest.raises(CheckpointError, match=re.escape(message)):
             PromptHistory.from_dict(data)
 
+    @pytest.mark.parametrize(
+        ("edit", "message"),
+        [
+            (
+                lambda d: d["prompts"].update(count=1),
+                "'prompts.count' must be >= the string ids (2) (got 1)",
+            ),
+            (
+                lambda d: _column(d, "prompts", "int_ids", lambda c: np.r_[c[:1], 0, c[2:]]),
+                "'prompts.int_ids' must be sorted, each prompt once (got 1 before 1)",
+            ),
+            (
+                lambda d: d["prompts"].update(str_ids=["b", "a"]),
+                "'prompts.str_ids' must be sorted, each prompt once (got 'b' before 'a')",
+            ),
+            (
+                lambda d: _column(d, "pending", "admitted", lambda c: c * 0 + 2),
+                "'pending.admitted' must hold 0 or 1 per observation (got 2)",
+            ),
+            (
+                lambda d: _column(d, "pending", "rank", lambda c: c * 0 - 1),
+                "'pending.rank' must hold integers >= 0 (got -1)",
+            ),
+            (
+                lambda d: _column(d, "pending", "failures", lambda c: c * 0 - 1),
+                "'pending.failures' must hold finite numbers >= 0 (got -1.0)",
+            ),
+            (
+                lambda d: _column(d, "pending", "sequence", lambda c: c * 0),
+                "'pending (rank, sequence)' must be sorted, each observation once (got (0, 0) before (0, 0))",
+            ),
+        ],
+    )
+    def test_a_damaged_field_is_named_with_its_value(self, edit: Any, message: str) -> None:
+        """The restore messages read 'field' must be <requirement> (got <value>)."""
+        history = _history()
+        for step, prompt in enumerate((1, 2, 3, "a", "b")):
+            history.observe(prompt, _decision(4), step=step)
+        history.pick([1], step=9)  # folds the five into 'prompts'
+        history.observe(1, _decision(4), step=9)
+        history.observe(2, _decision(4), step=9)
+        data = json.loads(json.dumps(history.to_dict()))
+        edit(data)
+
+        with pytest.raises(CheckpointError, match=re.escape(message)):
+            PromptHistory.from_dict(data)
+
     def test_a_non_mapping_is_refused(self) -> None:
         with pytest.raises(CheckpointError, match="must be a mapping"):
             PromptHistory.from_dict([])  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
 
 import attrs
@@ -146,6 +147,41 @@ class TestPromptPool:
     ) -> None:
         with pytest.raises(error, match=message):
             PromptPoolConfig.from_mapping(fields)
+
+
+#: Bad pool strategy specs for simulate_pool: (strategies, error, message).
+BAD_POOL_STRATEGIES = [
+    # Unknown keys raised attrs' own TypeError ("got an unexpected keyword argument").
+    (
+        [{"kind": "controller", "bogus": 1}],
+        ValueError,
+        "unknown key(s) 'bogus' in pool strategy 'controller'",
+    ),
+    (
+        [{"kind": "oracle_skip", "bogus": 1}],
+        ValueError,
+        "unknown key(s) 'bogus' in pool strategy 'oracle_skip'",
+    ),
+    ([{"kind": "history", "history": {"bogus": 1}}], ValueError, "unknown key(s) 'bogus' in 'history'"),
+    (
+        [{"kind": "history", "history": {"group_size": 4}}],
+        ValueError,
+        "'history' must not set 'group_size': the pool's group size is used (got 4)",
+    ),
+    (
+        [{"kind": "history", "history": {"skip_below": 2}}],
+        ValueError,
+        "'skip_below' must be in [0, 1] (got 2.0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("strategies", "error", "message"), BAD_POOL_STRATEGIES)
+def test_bad_pool_strategies_name_the_field(
+    strategies: list[Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        simulate_pool(attrs.evolve(POOL, steps=1), strategies=strategies)
 
 
 class TestSimulatePool:

@@ -55,7 +55,7 @@ def warm_table(
 
     prompts = prompt_tokens(task, problems)
     groups = [
-        new_group(task, int(p), prompts[i], members=members, seed=seed, key=(i,), step=0)
+        new_group(task, int(p), prompts[i], members=members, seed=seed, key=(i,))
         for i, p in enumerate(problems)
     ]
     decode(policy, groups, 0)

@@ -28,7 +28,11 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 
 def t95(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (1.96 past 14)."""
+    """
+    The two-sided 95% quantile of Student's t with ``df`` degrees of freedom.
+
+    Tabulated up to 14; past it, about ``1.96 + 2.5 / df``.
+    """
     if df < 1:
         return math.nan
     return _T95[df - 1] if df <= len(_T95) else 1.96 + 2.5 / df

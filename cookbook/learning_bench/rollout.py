@@ -34,7 +34,6 @@ class Group:
     version: np.ndarray  # (members, max_new) policy version that decoded each token; -1: none
     progress: np.ndarray  # (members,) tokens decoded
     done: np.ndarray  # (members,) bool: ended with the end mark or the length limit
-    launched_step: int
     tokens_by_step: dict[int, int] = attrs.field(factory=dict)
     finished_step: int | None = None
 
@@ -64,13 +63,9 @@ class Group:
         """The policy versions that decoded its tokens."""
         return {int(v) for v in np.unique(self.version) if v >= 0}
 
-    def lengths(self) -> np.ndarray:
-        """Completion lengths (tokens up to and including the end mark)."""
-        return self.progress.copy()
-
 
 def new_group(
-    task: Task, prompt_id: int, prompt: np.ndarray, *, members: int, seed: int, key: Sequence[int], step: int
+    task: Task, prompt_id: int, prompt: np.ndarray, *, members: int, seed: int, key: Sequence[int]
 ) -> Group:
     """A group about to be decoded; its uniforms are a pure function of ``(seed, key)``."""
     shape = (members, task.max_new_tokens)
@@ -83,7 +78,6 @@ def new_group(
         version=np.full(shape, -1, dtype=np.int32),
         progress=np.zeros(members, dtype=np.int64),
         done=np.zeros(members, dtype=bool),
-        launched_step=step,
     )
 
 

@@ -109,7 +109,7 @@ class Run:
     curve: list[dict[str, float]] = attrs.field(factory=list)
 
     # -- groups ---------------------------------------------------------------------
-    def launch(self, items: list[tuple[int, int]], step: int) -> list[Group]:
+    def launch(self, items: list[tuple[int, int]]) -> list[Group]:
         """New groups for ``(prompt, epoch)`` items; the uniforms are keyed by them, not by the arm."""
         prompts = prompt_tokens(self.task, np.array([p for p, _ in items], dtype=np.int64))
         return [
@@ -120,7 +120,6 @@ class Run:
                 members=self.profile.members,
                 seed=self.seed,
                 key=(int(self.task.shows_step), epoch, prompt),
-                step=step,
             )
             for i, (prompt, epoch) in enumerate(items)
         ]
@@ -157,7 +156,7 @@ class Run:
         """
         if not items:
             return
-        groups = self.launch(items, step)
+        groups = self.launch(items)
         decode(self.policy, groups, step)
         result = self.session.policy.evaluate_batch(self.rewards(groups))
         self.counts.skipped += len(items)
@@ -169,7 +168,7 @@ class Run:
         kept: list[Group] = []
         wanted = self.profile.target_groups
         while wanted:
-            groups = self.launch(self.stream.take(wanted), step)
+            groups = self.launch(self.stream.take(wanted))
             decoded = decode(self.policy, groups, step)
             self.counts.tokens += decoded
             kept += self.judge_round(groups, decoded)
@@ -195,7 +194,7 @@ class Run:
             self.stream.put_back([(p, epochs[p]) for p in plan.deferred])
             self.counterfactual([(p, epochs[p]) for p in plan.skipped], step)
             if plan.generate:
-                groups = self.launch([(p, epochs[p]) for p in plan.generate], step)
+                groups = self.launch([(p, epochs[p]) for p in plan.generate])
                 decoded = decode(self.policy, groups, step)
                 self.counts.tokens += decoded
                 kept += self.judge_round(groups, decoded)
@@ -213,7 +212,7 @@ class Run:
             # Stop on the target (abort names what is still running) or when nothing can run.
             if plan.abort or plan.exhausted or plan.remaining_target_groups == 0:
                 break
-            running += self.launch(self.stream.take(plan.launch), step)
+            running += self.launch(self.stream.take(plan.launch))
             self.counts.tokens += tick(self.policy, running, step, slots=self.profile.slots)
             self.counts.decode_ticks += 1
             for group in [g for g in running if g.finished]:

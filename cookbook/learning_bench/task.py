@@ -107,11 +107,6 @@ class Scores:
     answered: np.ndarray  # bool: it states an answer (a number, then the end mark)
     lengths: np.ndarray  # tokens up to and including the end mark (all of them without one)
 
-    @property
-    def total(self) -> np.ndarray:
-        """The composite reward: outcome + shaping."""
-        return self.outcome + self.shaping
-
 
 def completion_lengths(completions: np.ndarray) -> np.ndarray:
     """Tokens up to and including the first end mark; the full width when there is none."""

@@ -27,6 +27,7 @@ from ._cli_flags import (
     add_settings_command,
     apply_flags,
     cannot_access,
+    default_budget_text,
     one_line,
     output_file,
     read_config,
@@ -48,7 +49,7 @@ __all__ = ["main"]
 
 PROG = "group-admission"
 #: What the controller strategies allow without a budget section.
-DEFAULT_BUDGET = "a controller allows 2 x target extra groups in 3 resample rounds"
+DEFAULT_BUDGET = default_budget_text("a controller", simulation.ControllerResampling().effective_budget)
 #: The top-level keys a config file may hold.
 SECTIONS = ("policy", "budget", "simulation", "strategies")
 

@@ -22,10 +22,12 @@ from typing import Any, NoReturn, TextIO
 
 import attrs
 
+from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
 from ._loading import load_yaml_mapping
 from ._validation import describe
+from .simulation._simulate import DEFAULT_POLICY
 
 __all__ = [
     "POLICY_TITLE",
@@ -35,7 +37,7 @@ __all__ = [
     "add_settings_command",
     "apply_flags",
     "cannot_access",
-    "flag_text",
+    "default_budget_text",
     "names",
     "one_line",
     "output_file",
@@ -45,13 +47,6 @@ __all__ = [
     "user_input",
     "write_json",
 ]
-
-
-#: The policy section's title: its flags' defaults are the class's, but with no policy
-#: setting at all the simulators judge with the zero-std filter.
-POLICY_TITLE = (
-    "policy (the 'policy' section; without any policy setting, the zero-std filter min_reward_std=1e-06)"
-)
 
 
 @attrs.frozen
@@ -145,14 +140,14 @@ def _flag_kind(hint: Any) -> _FlagKind:
     return kind
 
 
-def flag_text(value: object) -> str:
+def _flag_text(value: object) -> str:
     """A setting's value as a flag takes it: ``none``, ``0.5,0.5``, ``1e-06``."""
     if value is None:
         return "none"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return ",".join(flag_text(item) for item in value)
+        return ",".join(_flag_text(item) for item in value)
     return str(value)
 
 
@@ -162,7 +157,7 @@ def _default_note(field: attrs.Attribute[Any]) -> str:
         default = attrs.NOTHING if default.takes_self else default.factory()
     if default is attrs.NOTHING:
         return ""
-    return f" (default: {flag_text(default)})".replace("%", "%%")  # argparse formats help with %
+    return f" (default: {_flag_text(default)})".replace("%", "%%")  # argparse formats help with %
 
 
 def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: set[str]) -> None:
@@ -196,7 +191,7 @@ def add_section_flags(parser: argparse.ArgumentParser, section: Section, seen: s
 
 
 def _pairs(values: Mapping[str, Any]) -> str:
-    return " ".join(f"{key}={flag_text(value)}" for key, value in values.items())
+    return " ".join(f"{key}={_flag_text(value)}" for key, value in values.items())
 
 
 def _changed(config: Any) -> dict[str, Any]:
@@ -206,6 +201,34 @@ def _changed(config: Any) -> dict[str, Any]:
     }
     default = type(config)(**required).to_dict()
     return {key: value for key, value in config.to_dict().items() if value != default.get(key)}
+
+
+#: The policy section's title: its flags' defaults are the class's, but with no policy
+#: setting at all the simulators judge with the zero-std filter.
+POLICY_TITLE = (
+    "policy (the 'policy' section; without any policy setting, the zero-std filter "
+    f"{_pairs(_changed(DEFAULT_POLICY))})"
+)
+
+
+def default_budget_text(who: str, effective_budget: Callable[[int], SamplingBudgetConfig]) -> str:
+    """
+    What ``who`` allows without a budget, read off its ``effective_budget`` at a target of one group.
+
+    The defaults scale with the target (tests/test_cli.py checks it), so the caps at one
+    group are the multipliers.
+    """
+    budget = effective_budget(1)
+    rest = _changed(budget)  # the fields said below, then any other it sets
+    for key in ("max_extra_groups", "max_resample_rounds", "mode", "confidence"):
+        rest.pop(key, None)
+    text = (
+        f"{who} allows {budget.max_extra_groups} x target extra groups "
+        f"in {budget.max_resample_rounds} resample rounds"
+    )
+    if budget.mode == "confidence":
+        text += f", confidence mode at {_flag_text(budget.confidence)}"
+    return text + (f" ({_pairs(rest)})" if rest else "")
 
 
 def run_settings(

@@ -22,6 +22,7 @@ from ._cli_flags import (
     Section,
     add_settings_command,
     apply_flags,
+    default_budget_text,
     read_config,
     run_settings,
     strategy_list,
@@ -31,10 +32,9 @@ from ._cli_flags import (
 from ._config import GroupAdmissionConfig
 from ._history_config import PromptHistoryConfig
 from ._validation import describe
-from .simulation import PromptPoolConfig, ResponseLengthModel, simulate_pool
-from .simulation._planning_strategies import PoolStrategy
-from .simulation._pool_simulate import POOL_STRATEGY_KINDS, as_pool_strategies
-from .simulation._simulate import check_simulated_policy
+from .simulation import PromptPoolConfig, ResponseLengthModel
+from .simulation._planning_strategies import PoolController, history_config
+from .simulation._pool_simulate import POOL_STRATEGY_KINDS, PreparedPool, prepare_pool, run_pool
 
 __all__ = ["COMMAND", "POOL_SECTIONS", "add_pool_command", "run_pool_command"]
 
@@ -44,7 +44,7 @@ POOL_SECTIONS = ("pool", "policy", "budget", "history", "strategies")
 #: The kinds the command accepts: the pool strategies', and ``greso`` (the history in GRESO's mode).
 POOL_KINDS = (*sorted(POOL_STRATEGY_KINDS), "greso")
 #: What a pool strategy allows without a budget (its own or the section's).
-DEFAULT_BUDGET = "a strategy allows 6 x target extra groups in 8 rounds, confidence mode at 0.9"
+DEFAULT_BUDGET = default_budget_text("a strategy", PoolController().effective_budget)
 #: The strategies run without a 'strategies' section or ``--strategies``.
 DEFAULT_KINDS = ("controller", "greso", "history", "oracle_skip")
 
@@ -74,12 +74,10 @@ _FLAG_SECTIONS = (
 
 
 @attrs.frozen
-class PreparedPool:
-    """Every setting of ``simulate-pool``, checked (``budget`` and ``history``: the sections)."""
+class PoolSettings:
+    """Every setting of ``simulate-pool``, checked: the run, and the 'budget' and 'history' sections."""
 
-    config: PromptPoolConfig
-    policy: GroupAdmissionConfig | None
-    strategies: tuple[PoolStrategy, ...]
+    prepared: PreparedPool
     budget: SamplingBudgetConfig | None
     history: PromptHistoryConfig | None
 
@@ -128,7 +126,7 @@ def _spec(item: object, history: Mapping[str, Any], budget: SamplingBudgetConfig
     return spec
 
 
-def _prepare(args: argparse.Namespace) -> PreparedPool:
+def _prepare(args: argparse.Namespace) -> PoolSettings:
     """Every setting of ``simulate-pool``, checked; a mistake raises ``ConfigurationError``."""
     with user_input():
         data, _ = read_config(args.config, POOL_SECTIONS)
@@ -137,28 +135,23 @@ def _prepare(args: argparse.Namespace) -> PreparedPool:
         items = list(DEFAULT_KINDS) if items is None else items
         config = PromptPoolConfig.from_mapping(data["pool"])
         policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None
-        if policy is not None:
-            check_simulated_policy(policy, None)
         budget = SamplingBudgetConfig.from_mapping(data["budget"]) if data["budget"] else None
-        strategies = as_pool_strategies([_spec(item, data["history"], budget) for item in items])
-        for strategy in strategies:
-            strategy.check(config)
+        strategies: list[Any] = [_spec(item, data["history"], budget) for item in items]
+        prepared = prepare_pool(config, policy=policy, strategies=strategies)
         # The section's own fields, for the settings line (group_size is the pool's).
-        history = (
-            PromptHistoryConfig(group_size=config.group_size, **data["history"]) if data["history"] else None
-        )
-    return PreparedPool(config, policy, strategies, budget, history)
+        history = history_config(data["history"], config.group_size) if data["history"] else None
+    return PoolSettings(prepared, budget, history)
 
 
 def run_pool_command(args: argparse.Namespace) -> int:
     """Run ``simulate-pool``: print the table, write the JSON if asked."""
-    prepared = _prepare(args)
-    result = simulate_pool(prepared.config, policy=prepared.policy, strategies=prepared.strategies)
+    settings = _prepare(args)
+    result = run_pool(settings.prepared)
     sections = {
-        "budget": (prepared.budget, f"none given; {DEFAULT_BUDGET}"),
-        "history": (prepared.history, "none given; every field at its default"),
+        "budget": (settings.budget, f"none given; {DEFAULT_BUDGET}"),
+        "history": (settings.history, "none given; every field at its default"),
     }
-    print(run_settings(("pool", prepared.config.to_dict()), result.policy, sections))
+    print(run_settings(("pool", result.config.to_dict()), result.policy, sections))
     print(result.format_table())
     if args.json is not None:
         write_json(args.json, result.to_dict())

@@ -30,16 +30,15 @@ from ._decision import GroupAdmissionDecision
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import (
     GRESO_BOUNDS,
-    GRESO_EASY_MEAN,
     GRESO_FLOOR,
-    GRESO_HARD_MEAN,
     GRESO_NUDGE,
     Decays,
     Floats,
     Observation,
+    greso_flags,
     informative_chances,
 )
-from ._history_ids import PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
+from ._history_ids import INT64_MAX, PromptId, check_prompt_id, check_prompt_ids, key_ranks, prompt_key
 from ._history_state import HistoryParts, history_state, restore_history
 from ._loading import coerce_config
 from ._reasons import RejectionReason
@@ -47,14 +46,11 @@ from ._validation import check_count, describe
 
 __all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "prompt_key", "uniform_draw"]
 
-#: Steps and ranks are stored as signed 64-bit integers.
-_INT64_MAX = 2**63 - 1
-
 
 def _index(value: object, name: str) -> int:
     """A step or a rank: an integer in ``[0, 2**63 - 1]``."""
     number = check_count(value, name)
-    if number > _INT64_MAX:
+    if number > INT64_MAX:
         msg = f"'{name}' must be <= 2**63 - 1 (got {number})"
         raise ValueError(msg)
     return number
@@ -309,9 +305,8 @@ class PromptHistory:
         self._digest = hashlib.blake2b(self._digest.encode() + fingerprint, digest_size=16).hexdigest()
         self._folded += count
         # GRESO moves each keep base one notch per step towards its target share.
-        rate = values[:, 0] / (values[:, 0] + values[:, 1])
-        easy = int(np.count_nonzero(rate >= GRESO_EASY_MEAN))
-        hard = int(np.count_nonzero(rate <= GRESO_HARD_MEAN))
+        easy_rows, hard_rows = greso_flags(values)
+        easy, hard = int(np.count_nonzero(easy_rows)), int(np.count_nonzero(hard_rows))
         target = self._config.greso_target_zero_variance
         low, high = GRESO_BOUNDS
         nudge_hard = -GRESO_NUDGE if hard / count >= target * 2 / 3 else GRESO_NUDGE

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
-from ._loading import from_mapping, load_yaml_mapping
+from ._loading import MappingConfig
 from ._validation import (
     as_float,
     as_int,
-    check_finite,
     check_ge,
     check_int,
     check_one_of,
     check_range,
-    check_real,
     describe,
+    int_field,
     is_finite,
     is_real,
+    real_field,
 )
 
 __all__ = ["Evidence", "HistoryMode", "PromptHistoryConfig"]
@@ -29,8 +27,6 @@ __all__ = ["Evidence", "HistoryMode", "PromptHistoryConfig"]
 HistoryMode = Literal["posterior", "greso"]
 #: What the estimate is built from: the reward means, or the admission verdicts.
 Evidence = Literal["rewards", "admissions"]
-
-_probability = (check_real, check_finite, check_range(0, 1))
 
 
 def _as_pair(value: Any) -> Any:
@@ -78,7 +74,7 @@ def _check_half_life(_inst: object, attribute: attrs.Attribute[Any], value: obje
 
 
 @attrs.frozen(kw_only=True)
-class PromptHistoryConfig:
+class PromptHistoryConfig(MappingConfig):
     """
     How a :class:`PromptHistory` estimates each prompt, and which prompts it skips.
 
@@ -117,8 +113,8 @@ class PromptHistoryConfig:
 
     group_size: int = attrs.field(converter=as_int, validator=(check_int, check_ge(1)))
     mode: HistoryMode = attrs.field(default="posterior", validator=check_one_of(("posterior", "greso")))
-    skip_below: float = attrs.field(default=0.1, converter=as_float, validator=_probability)
-    exploration: float = attrs.field(default=0.05, converter=as_float, validator=_probability)
+    skip_below: float = real_field(0.1, check_range(0, 1))
+    exploration: float = real_field(0.05, check_range(0, 1))
     prior: tuple[float, float] | None = attrs.field(default=None, converter=_as_pair, validator=_check_prior)
     half_life: float | None = attrs.field(
         default=None, converter=attrs.converters.optional(as_float), validator=_check_half_life
@@ -127,20 +123,10 @@ class PromptHistoryConfig:
     reward_range: tuple[float, float] = attrs.field(
         default=(0.0, 1.0), converter=_as_pair, validator=_check_reward_range
     )
-    seed: int = attrs.field(default=0, converter=as_int, validator=(check_int, check_ge(0)))
-    greso_p_easy: float = attrs.field(default=0.5, converter=as_float, validator=_probability)
-    greso_p_hard: float = attrs.field(default=0.5, converter=as_float, validator=_probability)
-    greso_target_zero_variance: float = attrs.field(default=0.25, converter=as_float, validator=_probability)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> PromptHistoryConfig:
-        """Build a config from a mapping of field names, rejecting unknown keys."""
-        return from_mapping(cls, mapping, source="PromptHistoryConfig mapping")
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str], *, key: str | None = None) -> PromptHistoryConfig:
-        """Build a config from a YAML file (optionally the mapping under ``key``); needs PyYAML."""
-        return cls.from_mapping(load_yaml_mapping(path, key=key))
+    seed: int = int_field(0, check_ge(0))
+    greso_p_easy: float = real_field(0.5, check_range(0, 1))
+    greso_p_hard: float = real_field(0.5, check_range(0, 1))
+    greso_target_zero_variance: float = real_field(0.25, check_range(0, 1))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

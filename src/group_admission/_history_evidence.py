@@ -23,9 +23,7 @@ from ._validation import check_count, describe, is_finite, is_real
 
 __all__ = [
     "GRESO_BOUNDS",
-    "GRESO_EASY_MEAN",
     "GRESO_FLOOR",
-    "GRESO_HARD_MEAN",
     "GRESO_NUDGE",
     "RECORD",
     "RECORD_FIELDS",
@@ -34,6 +32,7 @@ __all__ = [
     "Pending",
     "PoolStats",
     "Records",
+    "greso_flags",
     "informative_chances",
     "informative_probability",
 ]
@@ -49,6 +48,13 @@ GRESO_HARD_MEAN = 0.11
 GRESO_FLOOR = 0.01
 GRESO_NUDGE = 0.01
 GRESO_BOUNDS = (0.05, 0.95)
+
+
+def greso_flags(observations: Floats) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which of the ``(successes, failures, ...)`` rows GRESO counts all-correct, and which all-wrong."""
+    rate = observations[:, 0] / (observations[:, 0] + observations[:, 1])
+    return rate >= GRESO_EASY_MEAN, rate <= GRESO_HARD_MEAN
+
 
 #: Observed groups before the pool's prior is fitted, and Jeffreys' prior before that.
 _MIN_FIT_WEIGHT = 32.0
@@ -292,9 +298,9 @@ class Records:
             column = data[name]
             column[rows] = old * column[rows] + new * value
         data["groups"][rows] = groups + 1
-        rate = successes / (successes + failures)
-        data["easy"][rows] = np.where(rate >= GRESO_EASY_MEAN, data["easy"][rows] + 1, 0)
-        data["hard"][rows] = np.where(rate <= GRESO_HARD_MEAN, data["hard"][rows] + 1, 0)
+        easy, hard = greso_flags(observations)
+        data["easy"][rows] = np.where(easy, data["easy"][rows] + 1, 0)
+        data["hard"][rows] = np.where(hard, data["hard"][rows] + 1, 0)
 
 
 class PoolStats:

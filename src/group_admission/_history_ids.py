@@ -18,6 +18,7 @@ import numpy as np
 from ._validation import describe
 
 __all__ = [
+    "INT64_MAX",
     "INT_ID_RANGE",
     "PromptId",
     "check_prompt_id",
@@ -29,8 +30,10 @@ __all__ = [
 
 #: A prompt's identity: a string or an integer (``True``/``False`` are not prompt ids).
 PromptId = str | int
+#: The largest signed 64-bit integer: of prompt ids, and of the steps, ranks and counts a history stores.
+INT64_MAX = 2**63 - 1
 #: The integers a prompt id may be: those of a signed 64-bit integer, as datasets index rows.
-INT_ID_RANGE = (-(2**63), 2**63 - 1)
+INT_ID_RANGE = (-INT64_MAX - 1, INT64_MAX)
 _LOW, _HIGH = INT_ID_RANGE
 _POWERS = np.array([10**k for k in range(20)], dtype=np.uint64)
 

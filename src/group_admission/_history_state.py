@@ -29,7 +29,7 @@ import numpy as np
 
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import GRESO_BOUNDS, RECORD, RECORD_FIELDS, Observation, Pending, PoolStats, Records
-from ._history_ids import PromptId, check_prompt_id, key_id
+from ._history_ids import INT64_MAX, PromptId, check_prompt_id, key_id
 from ._state_checks import StateFormat, exactly_equal, state_int
 from ._validation import describe
 
@@ -53,7 +53,6 @@ _PROMPT_KEYS = ("count", "int_ids", "str_ids", *RECORD_FIELDS)
 _PENDING_FIELDS = ("step", "rank", "sequence", "successes", "failures", "admitted")
 _PENDING = np.dtype(list(zip(_PENDING_FIELDS, ("<i8", "<i8", "<i8", "<f8", "<f8", "u1"), strict=True)))
 _PENDING_KEYS = ("ids", *_PENDING_FIELDS)
-_INT64_MAX = 2**63 - 1
 
 
 @attrs.frozen(kw_only=True)
@@ -154,13 +153,13 @@ def history_state(config: PromptHistoryConfig, rank: int, parts: HistoryParts) -
 # -- reading --------------------------------------------------------------------------------
 def _int(value: object, name: str) -> int:
     number = state_int(value, name, _fail)
-    if number > _INT64_MAX:
+    if number > INT64_MAX:
         _fail(f"'{name}' must be an integer <= 2**63 - 1 (got {describe(value)})")
     return number
 
 
 def _float(value: object, name: str) -> float:
-    # type() and not isinstance(): a state writes floats as floats, and a bool is no number.
+    # Floats only: a state writes its floats as floats, so an int (or a bool) here is damage.
     if not isinstance(value, float) or not math.isfinite(value) or value < 0:
         _fail(f"'{name}' must be a finite float >= 0 (got {describe(value)})")
     return float(value)
@@ -189,11 +188,20 @@ def _prompt_id(value: object, name: str) -> PromptId:
 
 def _strictly_ascending(values: list[Any] | np.ndarray, name: str, what: str = "prompt") -> None:
     if isinstance(values, np.ndarray):
-        ordered = bool(np.all(values[1:] > values[:-1]))
+        bad = np.flatnonzero(values[1:] <= values[:-1])
+        pair = None if not bad.size else (values[bad[0]].item(), values[bad[0] + 1].item())
     else:
-        ordered = all(a < b for a, b in itertools.pairwise(values))
-    if not ordered:
-        _fail(f"'{name}' must be sorted, each {what} once (one is listed twice, or out of order)")
+        pair = next(((a, b) for a, b in itertools.pairwise(values) if not a < b), None)
+    if pair is not None:
+        _fail(f"'{name}' must be sorted, each {what} once (got {pair[0]!r} before {pair[1]!r})")
+
+
+def _check_columns(table: Mapping[str, np.ndarray], names: tuple[str, ...], good: Any, needed: str) -> None:
+    """Refuse the first value of the ``names`` columns that is not ``good``, naming its column."""
+    for name in names:
+        bad = np.flatnonzero(~good(table[name]))
+        if bad.size:
+            _fail(f"'pending.{name}' must hold {needed} (got {table[name][bad[0]].item()!r})")
 
 
 def _records_v2(value: object) -> Records:
@@ -206,7 +214,7 @@ def _records_v2(value: object) -> Records:
     _strictly_ascending(texts, "prompts.str_ids")
     size = _int(prompts["count"], "prompts.count")
     if size < len(texts):
-        _fail(f"'prompts.count' ({size}) must be at least the string ids ({len(texts)})")
+        _fail(f"'prompts.count' must be >= the string ids ({len(texts)}) (got {size})")
     gaps = _decode(prompts["int_ids"], np.dtype("<u8"), size - len(texts), "prompts.int_ids")
     numbers = np.cumsum(gaps, dtype=np.uint64).view(np.int64)
     _strictly_ascending(numbers, "prompts.int_ids")
@@ -239,13 +247,11 @@ def _pending_v2(value: object) -> Pending:
     table = {
         name: _decode(pending[name], _PENDING[name], len(ids), f"pending.{name}") for name in _PENDING_FIELDS
     }
-    if not bool(np.all(table["admitted"] <= 1)):
-        _fail("'pending.admitted' must hold 0 or 1 per observation")
-    if not all(bool(np.all(table[name] >= 0)) for name in ("step", "rank", "sequence")):
-        _fail("'pending' steps, ranks and sequence numbers must be integers >= 0")
-    samples = np.stack((table["successes"], table["failures"]))
-    if not bool(np.all(np.isfinite(samples) & (samples >= 0.0))):
-        _fail("'pending' successes and failures must be finite numbers >= 0")
+    _check_columns(table, ("admitted",), lambda c: c <= 1, "0 or 1 per observation")
+    _check_columns(table, ("step", "rank", "sequence"), lambda c: c >= 0, "integers >= 0")
+    _check_columns(
+        table, ("successes", "failures"), lambda c: np.isfinite(c) & (c >= 0.0), "finite numbers >= 0"
+    )
     identities = list(zip(table["rank"].tolist(), table["sequence"].tolist(), strict=True))
     _strictly_ascending(identities, "pending (rank, sequence)", "observation")
     return Pending(

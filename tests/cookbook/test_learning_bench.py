@@ -210,7 +210,7 @@ def test_the_loss_of_fresh_tokens_is_on_policy_gradient() -> None:
     policy = build_policy(QUICK.size, lr=1e-4, seed=3)
     task = TASKS["conflict"]
     group = new_group(
-        task, 1234, prompt_tokens(task, np.array([1234]))[0], members=8, seed=0, key=(1,), step=0
+        task, 1234, prompt_tokens(task, np.array([1234]))[0], members=8, seed=0, key=(1,)
     )
     decode(policy, [group], 0)
     advantage = np.linspace(-1, 1, 8)
@@ -254,7 +254,7 @@ def test_a_group_is_the_same_whichever_batch_decodes_it(warm: dict[str, Any]) ->
 
     def groups() -> list[Any]:
         return [
-            new_group(task, int(p), prompts[i], members=8, seed=5, key=(0, 2, int(p)), step=0)
+            new_group(task, int(p), prompts[i], members=8, seed=5, key=(0, 2, int(p)))
             for i, p in enumerate(ids)
         ]
 
@@ -343,7 +343,7 @@ def test_the_cuda_model_trains_under_bf16_autocast_on_the_cpu(warm: dict[str, An
     policy = build_policy(cuda.size, lr=cuda.lr, seed=0)
     policy = Policy(policy.model, policy.optimizer, policy.device, autocast=torch.bfloat16)
     task = warm["task"]
-    group = new_group(task, 77, prompt_tokens(task, np.array([77]))[0], members=8, seed=0, key=(2,), step=0)
+    group = new_group(task, 77, prompt_tokens(task, np.array([77]))[0], members=8, seed=0, key=(2,))
     decode(policy, [group], 0)
     loss = policy_loss(
         policy,

@@ -20,15 +20,13 @@ from .._host_rules.slime import should_drop
 from .._reasons import ADMITTED_CODE, RejectionReason
 from .._validation import check_bool, check_ge, int_field
 from ._flights import Flight, InFlight
-from ._limits import MAX_STEP_SAMPLES, check_samples
+from ._limits import check_step_samples
 from ._models import SimulationConfig
 from ._results import StepOutcome, StepTally
 from ._strategies import AnyConfig, StrategyBase, check_name, validate_fields
 from ._stream import GroupBatch, StepContext
 
 __all__ = ["DapoDynamicSampling", "RollResampling", "SlimeWaves"]
-
-_STEP = "the most a simulated step draws before its safety limit ends it"
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +83,7 @@ class SlimeWaves(StrategyBase):
             raise ValueError(msg)
         if size is not None:
             fields = {"over_sampling_batch_size": size, "group_size": config.group_size}
-            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
+            check_step_samples(fields, config.safety_max_rounds)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Submit waves and filter finished groups until ``target`` groups are kept."""
@@ -192,7 +190,7 @@ class DapoDynamicSampling(StrategyBase):
         """The generation batches up to the safety limit fit a step."""
         if self.gen_batch_size is not None:
             fields = {"gen_batch_size": self.gen_batch_size, "group_size": config.group_size}
-            check_samples({**fields, "safety_max_rounds": config.safety_max_rounds}, MAX_STEP_SAMPLES, _STEP)
+            check_step_samples(fields, config.safety_max_rounds)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Draw generation batches until the target is kept, the limit raises, or the safety limit."""

@@ -28,6 +28,7 @@ __all__ = [
     "check_at_most",
     "check_budget_samples",
     "check_samples",
+    "check_step_samples",
 ]
 
 #: The longest response a simulation accepts, in tokens (mean or cut).
@@ -63,6 +64,12 @@ def check_samples(fields: dict[str, int], bound: int, why: str) -> None:
         got = " x ".join(describe(value) for value in fields.values())
         msg = f"{names} must be <= {bound} samples, {why} (got {got})"
         raise ValueError(msg)
+
+
+def check_step_samples(fields: dict[str, int], safety_max_rounds: int) -> None:
+    """Require one round's ``fields`` times ``safety_max_rounds`` to fit :data:`MAX_STEP_SAMPLES`."""
+    why = "the most a simulated step draws before its safety limit ends it"
+    check_samples({**fields, "safety_max_rounds": safety_max_rounds}, MAX_STEP_SAMPLES, why)
 
 
 def check_budget_samples(

@@ -21,11 +21,11 @@ from .._validation import (
 from ._limits import (
     MAX_RESPONSE_TOKENS,
     MAX_ROUNDS,
-    MAX_STEP_SAMPLES,
     MAX_STEPS,
     MAX_TARGET_SAMPLES,
     check_at_most,
     check_samples,
+    check_step_samples,
 )
 
 __all__ = [
@@ -315,8 +315,7 @@ def check_target(target_groups: int, group_size: int, safety_max_rounds: int) ->
     target = {"target_groups": target_groups, "group_size": group_size}
     check_samples(target, MAX_TARGET_SAMPLES, "the most a simulated step's target holds")
     # slime, ROLL and the oracle refill about the target each round until the safety limit.
-    why = "the most a simulated step draws before its safety limit ends it"
-    check_samples({**target, "safety_max_rounds": safety_max_rounds}, MAX_STEP_SAMPLES, why)
+    check_step_samples(target, safety_max_rounds)
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,7 @@ import attrs
 from .._budget import SamplingBudgetConfig
 from .._history import PromptHistory
 from .._history_config import PromptHistoryConfig
+from .._loading import from_mapping
 from .._prompt_plan import prompts_needed
 from .._session import AdmissionSession
 from .._validation import (
@@ -40,6 +41,7 @@ __all__ = [
     "PoolStrategy",
     "SessionPoolStrategy",
     "StreamingLaunches",
+    "history_config",
 ]
 
 
@@ -162,28 +164,6 @@ class PoolStrategy(StrategyShape[PromptPoolConfig, PoolContext, None], Protocol)
     """
 
 
-def _pool_budget(budget: SamplingBudgetConfig | None, target: int) -> SamplingBudgetConfig:
-    """The default step budget of pool strategies: room to reach the target on a hard pool."""
-    return budget or SamplingBudgetConfig(
-        max_extra_groups=6 * target, max_resample_rounds=8, mode="confidence", confidence=0.9
-    )
-
-
-def check_pool_budget(budget: SamplingBudgetConfig | None, config: PromptPoolConfig, name: str) -> None:
-    """Refuse a step budget (or the default one) that lets a step generate more than a simulation draws."""
-    target = config.target_groups
-    check_budget_samples(_pool_budget(budget, target), target, config.group_size, name=name)
-
-
-def _pool_session(context: PoolContext, budget: SamplingBudgetConfig | None) -> AdmissionSession:
-    session = context.memory.get("session")
-    if session is None:
-        config = _pool_budget(budget, context.target_groups)
-        session = context.memory["session"] = AdmissionSession(context.policy, budget=config)
-    assert isinstance(session, AdmissionSession)
-    return session
-
-
 class SessionPoolStrategy(StrategyBase):
     """
     A pool strategy that runs each pool step as one :class:`AdmissionSession` step under its ``budget``.
@@ -196,13 +176,24 @@ class SessionPoolStrategy(StrategyBase):
     budget: SamplingBudgetConfig | None
     name: str
 
+    def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
+        """The caps of a step with this target: the ``budget``, else room to reach it on a hard pool."""
+        return self.budget or SamplingBudgetConfig(
+            max_extra_groups=6 * target_groups, max_resample_rounds=8, mode="confidence", confidence=0.9
+        )
+
     def check(self, config: PromptPoolConfig) -> None:
         """Refuse a budget that lets a step generate more than a simulation draws."""
-        check_pool_budget(self.budget, config, self.name)
+        target = config.target_groups
+        check_budget_samples(self.effective_budget(target), target, config.group_size, name=self.name)
 
     def run_step(self, context: PoolContext) -> None:
         """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
-        session = _pool_session(context, self.budget)
+        session = context.memory.get("session")
+        if session is None:
+            budget = self.effective_budget(context.target_groups)
+            session = context.memory["session"] = AdmissionSession(context.policy, budget=budget)
+        assert isinstance(session, AdmissionSession)
         session.begin_step(context.target_groups)
         self.rounds(context, session)
         session.end_step()
@@ -242,14 +233,28 @@ def _history_fields(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, dict):
-        msg = f"'{attribute.name}' must be a mapping of PromptHistoryConfig fields (got {describe(value)})"
+def history_config(fields: object, group_size: int, *, name: str = "history") -> PromptHistoryConfig:
+    """
+    The :class:`PromptHistoryConfig` of a pool's ``history`` fields, at the pool's ``group_size``.
+
+    Raises:
+        TypeError: ``fields`` is not a mapping, or a field has the wrong type.
+        ValueError: ``fields`` sets ``group_size``, holds an unknown key or a value out of range.
+    """
+    if not isinstance(fields, Mapping):
+        msg = f"'{name}' must be a mapping of PromptHistoryConfig fields (got {describe(fields)})"
         raise TypeError(msg)
-    if "group_size" in value:
-        msg = f"'{attribute.name}' must not set 'group_size': the pool's group size is used"
+    if "group_size" in fields:
+        msg = (
+            f"'{name}' must not set 'group_size': the pool's group size is used "
+            f"(got {describe(fields['group_size'])})"
+        )
         raise ValueError(msg)
-    PromptHistoryConfig(group_size=1, **value)  # raises naming the bad field
+    return from_mapping(PromptHistoryConfig, {**fields, "group_size": group_size}, source=f"'{name}'")
+
+
+def _check_history(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    history_config(value, 1, name=attribute.name)  # raises naming the bad field
 
 
 @attrs.frozen(kw_only=True)
@@ -285,7 +290,7 @@ class HistorySkipping(SessionPoolStrategy):
         """The strategy's history (built at the first step, kept in the context's memory)."""
         history = context.memory.get("history")
         if history is None:
-            config = PromptHistoryConfig(group_size=context.group_size, **self.history)
+            config = history_config(self.history, context.group_size)
             history = context.memory["history"] = PromptHistory(config)
         assert isinstance(history, PromptHistory)
         return history

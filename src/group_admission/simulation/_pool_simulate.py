@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from .._config import GroupAdmissionConfig
-from .._loading import coerce_config
+from .._loading import coerce_config, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
@@ -21,7 +21,10 @@ __all__ = [
     "POOL_STRATEGY_KINDS",
     "PoolResult",
     "PoolStrategyResult",
+    "PreparedPool",
     "default_pool_strategies",
+    "prepare_pool",
+    "run_pool",
     "simulate_pool",
 ]
 
@@ -193,14 +196,15 @@ def as_pool_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, 
         spec: dict[str, Any] = (
             {"kind": item} if isinstance(item, str) else dict(item) if isinstance(item, Mapping) else {}
         )
-        cls = POOL_STRATEGY_KINDS.get(spec.pop("kind", None))
+        kind = spec.pop("kind", None)
+        cls = POOL_STRATEGY_KINDS.get(kind) if isinstance(kind, str) else None
         if cls is None:
             msg = (
                 f"a pool strategy must be one of {sorted(POOL_STRATEGY_KINDS)} or a mapping "
                 f"with a 'kind' (got {describe(item)})"
             )
             raise ValueError(msg)
-        built.append(cls(**spec))
+        built.append(from_mapping(cls, spec, source=f"pool strategy {kind!r}"))
     names = [s.name for s in built]
     if not built or len(set(names)) != len(names):
         msg = f"'strategies' must name at least one strategy, each with a unique name (got {names})"
@@ -208,30 +212,39 @@ def as_pool_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, 
     return tuple(built)
 
 
-def simulate_pool(
-    config: PromptPoolConfig | Mapping[str, Any] | None = None,
+@attrs.frozen
+class PreparedPool:
+    """A pool run whose inputs are all checked: nothing left to refuse, only to run."""
+
+    config: PromptPoolConfig
+    policy: GroupAdmissionPolicy
+    strategies: tuple[PoolStrategy, ...]
+
+
+def prepare_pool(
+    config: PromptPoolConfig | Mapping[str, Any] | None,
     *,
-    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
-    strategies: Sequence[PoolStrategy | str | Mapping[str, Any]] | None = None,
-) -> PoolResult:
+    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None,
+    strategies: Iterable[PoolStrategy | str | Mapping[str, Any]] | None,
+) -> PreparedPool:
     """
-    Run pool strategies side by side on one drifting prompt pool, with common random numbers.
+    Check and build every input of :func:`simulate_pool` (which gives the defaults), simulating nothing.
 
-    Args:
-        config: The pool and the run (default :class:`PromptPoolConfig`).
-        policy: The admission policy (default: the zero-std filter, ``min_reward_std=1e-6``).
-        strategies: Strategy objects, kind names (``"controller"``, ``"history"``,
-            ``"oracle_skip"``) or mappings; default :func:`default_pool_strategies`.
-
-    The same arguments give the same result.
-
-    .. versionadded:: 0.2.0
+    Raises:
+        ValueError, TypeError: a config, policy or strategy is invalid, or a strategy
+            cannot run on the pool.
     """
     config = coerce_config(PromptPoolConfig, config)
     judge = simulated_policy(policy, None)
     chosen = as_pool_strategies(strategies)
     for strategy in chosen:
         strategy.check(config)
+    return PreparedPool(config=config, policy=judge, strategies=chosen)
+
+
+def run_pool(prepared: PreparedPool) -> PoolResult:
+    """Run a :class:`PreparedPool` (see :func:`simulate_pool`)."""
+    config, judge, chosen = prepared.config, prepared.policy, prepared.strategies
     pool = PromptPool(config)
     cursors: dict[str, dict[str, Any]] = {s.name: {} for s in chosen}
     tallies: dict[str, list[dict[str, Any]]] = {s.name: [] for s in chosen}
@@ -251,3 +264,26 @@ def simulate_pool(
         strategies=tuple(s.to_dict() for s in chosen),
         results=tuple(_summarize(s, tallies[s.name], cursors[s.name]["epoch"] + 1) for s in chosen),
     )
+
+
+def simulate_pool(
+    config: PromptPoolConfig | Mapping[str, Any] | None = None,
+    *,
+    policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+    strategies: Sequence[PoolStrategy | str | Mapping[str, Any]] | None = None,
+) -> PoolResult:
+    """
+    Run pool strategies side by side on one drifting prompt pool, with common random numbers.
+
+    Args:
+        config: The pool and the run (default :class:`PromptPoolConfig`).
+        policy: The admission policy (default: the zero-std filter, ``min_reward_std=1e-6``).
+        strategies: Strategy objects, kind names (``"controller"``, ``"history"``,
+            ``"oracle_skip"``) or mappings; default :func:`default_pool_strategies`.
+
+    The same arguments give the same result. Every input is checked before the first step
+    is simulated.
+
+    .. versionadded:: 0.2.0
+    """
+    return run_pool(prepare_pool(config, policy=policy, strategies=strategies))

@@ -43,9 +43,7 @@ __all__ = [
     "StrategyShape",
     "budget_field",
     "check_name",
-    "check_optional_budget",
     "ragen_top_p",
-    "strategy_dict",
     "to_budget",
     "validate_fields",
 ]
@@ -125,34 +123,24 @@ def _check_budget(_inst: object, attribute: attrs.Attribute[Any], value: object)
         raise TypeError(msg)
 
 
-def check_optional_budget(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Require ``None``, a :class:`SamplingBudgetConfig` or a mapping (converted by :func:`to_budget`)."""
-    if value is not None:
-        _check_budget(inst, attribute, value)
-
-
-def strategy_dict(strategy: Any) -> dict[str, Any]:
-    """A strategy's attrs fields as a dict (nested configs as dicts), with its ``kind``."""
-    data: dict[str, Any] = {"kind": strategy.kind}
-    for field in attrs.fields(type(strategy)):
-        value = getattr(strategy, field.name)
-        data[field.name] = value.to_dict() if hasattr(value, "to_dict") else value
-    return data
-
-
 def budget_field() -> Any:
     """A strategy's ``budget``: ``None``, a :class:`SamplingBudgetConfig` or a mapping of its fields."""
-    return attrs.field(default=None, converter=to_budget, validator=check_optional_budget)
+    return attrs.field(default=None, converter=to_budget, validator=check_optional(_check_budget))
 
 
 class StrategyBase:
     """What every strategy class shares: :meth:`to_dict` (its attrs fields and its ``kind``)."""
 
     __slots__ = ()
+    kind: ClassVar[str]
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings, with the ``kind``."""
-        return strategy_dict(self)
+        """The settings (the attrs fields, nested configs as dicts), with the ``kind``."""
+        data: dict[str, Any] = {"kind": self.kind}
+        for field in attrs.fields(type(self)):  # type: ignore[arg-type]  # subclasses are attrs classes
+            value = getattr(self, field.name)
+            data[field.name] = value.to_dict() if hasattr(value, "to_dict") else value
+        return data
 
 
 class AnyConfig(StrategyBase):
