@@ -209,9 +209,7 @@ def test_the_loss_of_fresh_tokens_is_on_policy_gradient() -> None:
     """With the decoding policy's own log-probabilities every ratio is 1: plain GRPO."""
     policy = build_policy(QUICK.size, lr=1e-4, seed=3)
     task = TASKS["conflict"]
-    group = new_group(
-        task, 1234, prompt_tokens(task, np.array([1234]))[0], members=8, seed=0, key=(1,)
-    )
+    group = new_group(task, 1234, prompt_tokens(task, np.array([1234]))[0], members=8, seed=0, key=(1,))
     decode(policy, [group], 0)
     advantage = np.linspace(-1, 1, 8)
     prompts = np.repeat(group.prompt[None], 8, 0)
