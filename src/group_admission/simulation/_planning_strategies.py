@@ -7,7 +7,7 @@ skips prompts, the real :class:`PromptHistory`; none re-implements a plan or a g
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
@@ -43,6 +43,19 @@ __all__ = [
     "StreamingLaunches",
     "history_config",
 ]
+
+
+def _memory_session(
+    context: StepContext | PoolContext, budget: Callable[[int], SamplingBudgetConfig]
+) -> AdmissionSession:
+    """The strategy's session, kept in the context's memory from its first step on."""
+    session = context.memory.get("session")
+    if session is None:
+        session = context.memory["session"] = AdmissionSession(
+            context.policy, budget=budget(context.target_groups)
+        )
+    assert isinstance(session, AdmissionSession)
+    return session
 
 
 @attrs.frozen(kw_only=True)
@@ -95,18 +108,10 @@ class StreamingLaunches(StrategyBase):
     def _budget(self, target: int) -> SamplingBudgetConfig:
         return self.budget or SamplingBudgetConfig(max_extra_groups=2 * target)
 
-    def _session(self, context: StepContext) -> AdmissionSession:
-        session = context.memory.get("session")
-        if session is None:
-            budget = self._budget(context.target_groups)
-            session = context.memory["session"] = AdmissionSession(context.policy, budget=budget)
-        assert isinstance(session, AdmissionSession)
-        return session
-
     def run_step(self, context: StepContext) -> StepOutcome:
         """Launch, finish, top up and abort (or carry) until the target is met or the plan is exhausted."""
         target, size = context.target_groups, context.group_size
-        session = self._session(context)
+        session = _memory_session(context, self._budget)
         session.begin_step(target)
         flights = InFlight()
         flights.resume(context.memory.pop("carried", ()), 0.0)
@@ -189,11 +194,7 @@ class SessionPoolStrategy(StrategyBase):
 
     def run_step(self, context: PoolContext) -> None:
         """One step: :meth:`rounds` inside one session step (the session lives in the context's memory)."""
-        session = context.memory.get("session")
-        if session is None:
-            budget = self.effective_budget(context.target_groups)
-            session = context.memory["session"] = AdmissionSession(context.policy, budget=budget)
-        assert isinstance(session, AdmissionSession)
+        session = _memory_session(context, self.effective_budget)
         session.begin_step(context.target_groups)
         self.rounds(context, session)
         session.end_step()

@@ -15,7 +15,7 @@ from .._validation import describe
 from ._planning_strategies import HistorySkipping, OracleSkipping, PoolController, PoolStrategy
 from ._prompt_pool import DIFFICULTY_BINS, PoolContext, PromptPool, PromptPoolConfig
 from ._results import NamedResults, aligned_table
-from ._simulate import simulated_policy
+from ._simulate import Prepared, simulated_policy
 
 __all__ = [
     "POOL_STRATEGY_KINDS",
@@ -212,13 +212,7 @@ def as_pool_strategies(strategies: Iterable[Any] | None) -> tuple[PoolStrategy, 
     return tuple(built)
 
 
-@attrs.frozen
-class PreparedPool:
-    """A pool run whose inputs are all checked: nothing left to refuse, only to run."""
-
-    config: PromptPoolConfig
-    policy: GroupAdmissionPolicy
-    strategies: tuple[PoolStrategy, ...]
+PreparedPool = Prepared[PromptPoolConfig, PoolStrategy]
 
 
 def prepare_pool(

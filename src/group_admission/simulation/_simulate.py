@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -30,6 +30,7 @@ from ._stream import GroupStream, StepContext
 __all__ = [
     "DEFAULT_POLICY",
     "STRATEGY_KINDS",
+    "Prepared",
     "PreparedSimulation",
     "SimulationResult",
     "check_simulated_policy",
@@ -250,13 +251,20 @@ class SimulationResult(NamedResults[StrategyResult]):
         return aligned_table(cells)
 
 
-@attrs.frozen(kw_only=True)
-class PreparedSimulation:
-    """A simulation whose inputs are all checked: nothing left to refuse, only to run."""
+C = TypeVar("C")
+S = TypeVar("S")
 
-    config: SimulationConfig
+
+@attrs.frozen(kw_only=True)
+class Prepared(Generic[C, S]):
+    """A run whose inputs are all checked: nothing left to refuse, only to run (simulator or pool)."""
+
+    config: C
     policy: GroupAdmissionPolicy
-    strategies: tuple[Strategy, ...]
+    strategies: tuple[S, ...]
+
+
+PreparedSimulation = Prepared[SimulationConfig, Strategy]
 
 
 def prepare_simulation(
