@@ -498,7 +498,7 @@ def test_the_default_budgets_scale_with_the_target(strategy: Any) -> None:
 def test_the_default_texts_are_read_off_the_code() -> None:
     """The help texts said what the code did in words of their own, free to drift from it."""
     from group_admission._cli import DEFAULT_BUDGET
-    from group_admission._cli_flags import POLICY_TITLE
+    from group_admission._cli_flags import policy_title
     from group_admission._cli_pool import DEFAULT_BUDGET as POOL_BUDGET
     from group_admission.simulation._simulate import DEFAULT_POLICY
 
@@ -509,4 +509,4 @@ def test_the_default_texts_are_read_off_the_code() -> None:
         f"{controller.max_resample_rounds} resample rounds"
     )
     assert POOL_BUDGET.endswith(f"confidence mode at {pool.confidence:g}")
-    assert f"min_reward_std={DEFAULT_POLICY.min_reward_std:g}" in POLICY_TITLE
+    assert f"min_reward_std={DEFAULT_POLICY.min_reward_std:g}" in policy_title(DEFAULT_POLICY)

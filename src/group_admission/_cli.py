@@ -21,7 +21,6 @@ from typing import Any
 from . import simulation
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
-    POLICY_TITLE,
     Parser,
     Section,
     add_settings_command,
@@ -30,6 +29,7 @@ from ._cli_flags import (
     default_budget_text,
     one_line,
     output_file,
+    policy_title,
     read_config,
     run_settings,
     strategy_list,
@@ -76,7 +76,7 @@ _FLAG_SECTIONS = (
         rename={"cv": "tokens-cv"},
     ),
     Section(("simulation", "engine"), (simulation.EngineModel,), "rollout engine ('simulation.engine')"),
-    Section(("policy",), (GroupAdmissionConfig,), POLICY_TITLE),
+    Section(("policy",), (GroupAdmissionConfig,), policy_title(simulation.DEFAULT_POLICY)),
     Section(
         ("budget",),
         (SamplingBudgetConfig,),

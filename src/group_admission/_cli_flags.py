@@ -27,10 +27,8 @@ from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
 from ._loading import load_yaml_mapping
 from ._validation import describe
-from .simulation._simulate import DEFAULT_POLICY
 
 __all__ = [
-    "POLICY_TITLE",
     "Parser",
     "Section",
     "add_section_flags",
@@ -41,6 +39,7 @@ __all__ = [
     "names",
     "one_line",
     "output_file",
+    "policy_title",
     "read_config",
     "run_settings",
     "strategy_list",
@@ -203,12 +202,15 @@ def _changed(config: Any) -> dict[str, Any]:
     return {key: value for key, value in config.to_dict().items() if value != default.get(key)}
 
 
-#: The policy section's title: its flags' defaults are the class's, but with no policy
-#: setting at all the simulators judge with the zero-std filter.
-POLICY_TITLE = (
-    "policy (the 'policy' section; without any policy setting, the zero-std filter "
-    f"{_pairs(_changed(DEFAULT_POLICY))})"
-)
+def policy_title(default: GroupAdmissionConfig) -> str:
+    """
+    The policy section's title, naming the simulators' ``default`` policy.
+
+    Its flags' defaults are the class's, but with no policy setting at all the simulators
+    judge with ``default`` (the zero-std filter).
+    """
+    settings = _pairs(_changed(default))
+    return f"policy (the 'policy' section; without any policy setting, the zero-std filter {settings})"
 
 
 def default_budget_text(who: str, effective_budget: Callable[[int], SamplingBudgetConfig]) -> str:

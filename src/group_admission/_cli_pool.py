@@ -18,11 +18,11 @@ import attrs
 
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
-    POLICY_TITLE,
     Section,
     add_settings_command,
     apply_flags,
     default_budget_text,
+    policy_title,
     read_config,
     run_settings,
     strategy_list,
@@ -32,7 +32,7 @@ from ._cli_flags import (
 from ._config import GroupAdmissionConfig
 from ._history_config import PromptHistoryConfig
 from ._validation import describe
-from .simulation import PromptPoolConfig, ResponseLengthModel
+from .simulation import DEFAULT_POLICY, PromptPoolConfig, ResponseLengthModel
 from .simulation._planning_strategies import PoolController, history_config
 from .simulation._pool_simulate import POOL_STRATEGY_KINDS, PreparedPool, prepare_pool, run_pool
 
@@ -56,7 +56,7 @@ _FLAG_SECTIONS = (
         "response lengths ('pool.lengths')",
         rename={"cv": "tokens-cv"},
     ),
-    Section(("policy",), (GroupAdmissionConfig,), POLICY_TITLE),
+    Section(("policy",), (GroupAdmissionConfig,), policy_title(DEFAULT_POLICY)),
     Section(
         ("budget",),
         (SamplingBudgetConfig,),
