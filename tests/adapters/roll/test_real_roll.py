@@ -2,7 +2,8 @@
 The ROLL adapter against ROLL's own code, loaded from ROLL's source when ``ROLL_SRC`` names it.
 
 ROLL is never installed: ``.ci/roll-contracts`` puts ``ROLL_SRC`` on ``PYTHONPATH`` (so that the
-adapter's rollout loop subclasses ROLL's own) and installs what ROLL's modules import. Real here:
+adapter's rollout loop subclasses ROLL's own; the doubles-based tests need it off, so they run
+in a process of their own) and installs what ROLL's modules import. Real here:
 ``DataProto`` (``from_dict``, row indexing, ``concat``), ``safe_import_class``, ROLL's
 ``query_filter`` and ``UserDefinedRolloutLoop``, ``RewardFilterConfig``, ``reduce_metrics``, the
 agentic ``GroupFilter`` and the ``GroupQueue`` that calls a group filter. Checked against
@@ -15,7 +16,6 @@ import asyncio
 import contextlib
 import importlib
 import os
-import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,20 +41,21 @@ MODULES = {
 
 
 @pytest.fixture(scope="module")
-def roll(tmp_path_factory: pytest.TempPathFactory) -> types.SimpleNamespace:
-    """ROLL's real modules, imported from ``ROLL_SRC``."""
+def roll() -> types.SimpleNamespace:
+    """
+    ROLL's real modules, imported from ``ROLL_SRC``, which must be on ``PYTHONPATH``.
+
+    The adapter picks its loop's base class when it is first imported, before any fixture.
+    ROLL's logger writes under ``$ROLL_LOG_DIR`` (default ``./output/logs``): the lane sets it.
+    """
     source = os.environ.get("ROLL_SRC")
     if not source:
         pytest.skip("ROLL_SRC is not set: point it at a ROLL source tree (bash .ci/roll-contracts)")
     if not (Path(source) / "roll" / "distributed" / "scheduler" / "protocol.py").is_file():
         pytest.fail(f"ROLL_SRC={source!r} holds no roll/distributed/scheduler/protocol.py")
-    # ROLL's logger writes a file under $ROLL_LOG_DIR (default ./output/logs) at import.
-    os.environ.setdefault("ROLL_LOG_DIR", str(tmp_path_factory.mktemp("roll-logs")))
-    if source not in sys.path:
-        sys.path.insert(0, source)
-    modules = {name: importlib.import_module(path) for name, path in MODULES.items()}
     if not roll_adapter.ROLL_IMPORTABLE:
         pytest.fail("ROLL was not importable when the adapter loaded: put ROLL_SRC on PYTHONPATH too")
+    modules = {name: importlib.import_module(path) for name, path in MODULES.items()}
     return types.SimpleNamespace(**modules)
 
 
