@@ -306,7 +306,7 @@ def _open_session_state() -> dict[str, Any]:
 
 
 SESSION_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
-    ("version True", lambda s: s.update(version=True), "not a version-1 session state (got"),
+    ("version True", lambda s: s.update(version=True), "not a version-2 session state (got"),
     ("version 1.0", lambda s: s.update(version=1.0), "(got 'group-admission/session' version 1.0)"),
     ("a window twice", lambda s: s["windows"].append(list(s["windows"][0])), "each step once (got 0 twice)"),
     ("a window of step True", lambda s: s["windows"][0].__setitem__(0, True), "'windows' entries must be"),

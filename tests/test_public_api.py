@@ -48,6 +48,9 @@ PUBLIC = {
     "group_admission_metrics",
     "ngram_jaccard",
     "parse_state",
+    "SessionConfig",
+    "TokenTally",
+    "loss_scale",
 }
 
 

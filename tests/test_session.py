@@ -188,7 +188,7 @@ def test_every_field_of_a_session_is_configuration_or_restored_by_the_one_hook()
     restored = _session()
     restored.load_state_dict(json.loads(json.dumps(session.state_dict())))
 
-    configuration = {"_policy", "_controller", "_limits", "_host", "_lock"}
+    configuration = {"_policy", "_controller", "_limits", "_host", "_lock", "_loss_scale"}
     assert fields == configuration | {f"_{field.name}" for field in attrs.fields(SessionParts)}
     assert fields == set(vars(restored))
     assert {f.name for f in attrs.fields(StepBook)} >= {"index", "open", "target", "state", "round"}
@@ -329,7 +329,7 @@ def _call(**fields: Any) -> dict[str, Any]:
     ("mutate", "message"),
     [
         (lambda s: s.pop("stats"), "missing key(s) ['stats']"),
-        (lambda s: s.update(version=99), "not a version-1 session state"),
+        (lambda s: s.update(version=99), "not a version-2 session state"),
         (lambda s: s["stats"]["counts"].update(admitted=5), "counts do not conserve"),
         (lambda s: s["step"].update(index="x"), "'step.index' must be an integer >= -1"),
         (lambda s: s.update(windows=[[0, 1, 2]]), "dropped more groups (2) than it judged (1)"),

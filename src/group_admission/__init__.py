@@ -32,15 +32,18 @@ from ._history import PromptEstimate, PromptHistory, PromptPicks
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import informative_probability
 from ._limits import DropLimits
+from ._loss_scale import loss_scale
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason
 from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
+from ._session_config import SessionConfig
 from ._similarity import ngram_jaccard
 from ._state_checks import parse_state
 from ._streaming import StreamPlan, plan_stream
+from ._tokens import TokenTally
 
 __all__ = [
     "AdmissionSession",
@@ -67,13 +70,16 @@ __all__ = [
     "SamplingBudgetConfig",
     "SamplingBudgetController",
     "SamplingBudgetState",
+    "SessionConfig",
     "StepLifecycleError",
     "StepReport",
     "StreamPlan",
+    "TokenTally",
     "__version__",
     "binomial_groups_needed",
     "group_admission_metrics",
     "informative_probability",
+    "loss_scale",
     "ngram_jaccard",
     "parse_state",
     "plan_prompts",

@@ -29,8 +29,10 @@ __all__ = [
     "REWARD_CHECK_BITS",
     "STEP_COST_MULTIPLIER",
     "STEP_COUNTS",
+    "STEP_DECODED_TOKENS",
     "STEP_EXHAUSTED",
     "STEP_LIMITED_BY",
+    "STEP_LOSS_SCALE",
     "STEP_PLAN_RATE",
     "STEP_TRAINED_RATE",
     "RejectionReason",
@@ -139,7 +141,14 @@ STEP_COUNTS = (
     "generated_samples",
     "generated_tokens",
     "sampling_rounds",
+    "aborted_tokens",
+    "carried_tokens",
+    "pilot_tokens",
 )
+#: Every token the step decoded: ``generated_tokens`` plus the charged kinds.
+STEP_DECODED_TOKENS = "decoded_tokens"
+#: The factor the step's loss, averaged over its trained groups, is multiplied by.
+STEP_LOSS_SCALE = "loss_scale"
 #: 1 when the caps stopped the step short of its target, else 0 (loggers drop bools).
 STEP_EXHAUSTED = "exhausted"
 #: ``trained_groups / target_groups``: the share of the target the step trains on.

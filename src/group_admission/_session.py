@@ -13,11 +13,10 @@ import threading
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import numpy as np
 
 from ._batch import BatchAdmissionResult
-from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
+from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._drop_tracker import DropTracker
@@ -26,19 +25,22 @@ from ._history import PromptHistory, PromptId
 from ._history_ids import check_prompt_ids
 from ._limits import DropLimits, StepLabel, check_step_label
 from ._loading import coerce_config, coerce_instance
+from ._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
 from ._session_state import SessionParts, StepBook, restore_session, session_state
 from ._session_types import AdmissionVerdict, BatchAdmissionVerdict, StepReport
+from ._session_views import SessionViews
 from ._streaming import StreamPlan
-from ._validation import check_count, describe
+from ._tokens import CHARGE_KINDS, TokenTally
+from ._validation import check_choice, check_count, describe
 
 __all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
 
 
-class AdmissionSession:
+class AdmissionSession(SessionViews):
     """
     The admission loop: judge groups, count them, apply drop limits, plan resampling.
 
@@ -62,6 +64,9 @@ class AdmissionSession:
             mapping (``None``: no resampling, so a short step is exhausted at once).
         limits: The drop limits (:class:`DropLimits` or a mapping; ``None``: none).
         host: The host's name, used in error messages.
+        loss_scale: How :attr:`StepReport.loss_scale` scales a step's loss after
+            admission: ``"target"`` (default: a constant normaliser, the loss a full target
+            would have), ``"kept"``, ``"linear"`` or ``"sqrt"`` (see :func:`loss_scale`).
 
     .. versionadded:: 0.2.0
     """
@@ -73,10 +78,12 @@ class AdmissionSession:
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         limits: DropLimits | Mapping[str, Any] | None = None,
         host: str = "host",
+        loss_scale: LossScale = DEFAULT_LOSS_SCALE,
     ) -> None:
         if not isinstance(host, str):
             msg = f"'host' must be a string (got {describe(host)})"
             raise TypeError(msg)
+        self._loss_scale: LossScale = check_choice(loss_scale, "loss_scale", LOSS_SCALES)  # type: ignore[assignment]
         self._policy = coerce_instance(policy, GroupAdmissionPolicy, GroupAdmissionConfig, name="policy")
         self._controller = coerce_instance(
             budget, SamplingBudgetController, SamplingBudgetConfig, name="budget"
@@ -84,80 +91,25 @@ class AdmissionSession:
         self._limits = coerce_config(DropLimits, limits, name="limits")
         self._host = host
         self._lock = threading.RLock()
-        self._restore(SessionParts(stats=AdmissionStats(), drops=DropTracker(self._limits), book=StepBook()))
+        self._restore(
+            SessionParts(
+                stats=AdmissionStats(), drops=DropTracker(self._limits), book=StepBook(), tokens=TokenTally()
+            )
+        )
 
     def _restore(self, parts: SessionParts) -> None:
         """Set a checkpoint's parts by name, never from its keys, so a renamed field fails a test."""
         self._stats = parts.stats
         self._drops = parts.drops
         self._book = parts.book
-
-    # -- what the session holds ----------------------------------------------------
-    @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self._policy
-
-    @property
-    def controller(self) -> SamplingBudgetController:
-        """The budget controller (its default config allows no resampling)."""
-        return self._controller
-
-    @property
-    def limits(self) -> DropLimits:
-        """The drop limits."""
-        return self._limits
-
-    @property
-    def host(self) -> str:
-        """The host's name, as used in error messages."""
-        return self._host
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of the counts over the session's lifetime."""
-        return AdmissionStats().merge(self._stats)
-
-    @property
-    def step_stats(self) -> AdmissionStats:
-        """A copy of the counts of the current (or last) step: only groups judged while it was open."""
-        return AdmissionStats().merge(self._book.stats)
-
-    @property
-    def step(self) -> int:
-        """The index of the current (or last) step; -1 before the first."""
-        return self._book.index
-
-    @property
-    def step_open(self) -> bool:
-        """Whether a step has begun and not ended."""
-        return self._book.open
-
-    @property
-    def target_groups(self) -> int:
-        """The current step's target."""
-        return self._book.target
-
-    @property
-    def budget_state(self) -> SamplingBudgetState | None:
-        """A copy of the current step's budget state, without the round in progress."""
-        with self._lock:
-            state = self._book.state
-            return None if state is None else attrs.evolve(state)
-
-    @property
-    def last_plan(self) -> ResamplePlan | None:
-        """The latest plan of the current step (``None`` before one)."""
-        return self._book.plan
-
-    @property
-    def consecutive_failures(self) -> int:
-        """The current streak of dropped external rejections."""
-        return sum(self._drops.streak.values())
+        self._tokens = parts.tokens
 
     def __repr__(self) -> str:
         config, budget = self._policy.config, self._controller.config
-        return f"AdmissionSession({config!r}, budget={budget!r}, limits={self._limits!r})"
+        return (
+            f"AdmissionSession({config!r}, budget={budget!r}, limits={self._limits!r}, "
+            f"loss_scale={self._loss_scale!r})"
+        )
 
     # -- judging -------------------------------------------------------------------
     def judge(
@@ -217,6 +169,7 @@ class AdmissionSession:
             keep, fallback = self._drops.apply(decision, self._book.index if label is None else label)
             self._stats.add(decision, fallback_admitted=fallback)
             self._book.count(decision, size, tokens, fallback=fallback)
+            self._tokens = self._tokens.add("generated", tokens)
             failure = self._drops.note_outcome(decision, dropped=not keep, host=self._host)
         if failure is not None:
             raise ConsecutiveFailedGroupsError(failure)
@@ -238,6 +191,30 @@ class AdmissionSession:
             if self._book.open:
                 self._book.stats.record_fallback(count)
             self._stats.record_fallback(count)
+
+    def charge(self, tokens: int, *, kind: str) -> None:
+        """
+        Count tokens decoded outside a judged group, in the step that decoded them.
+
+        ``kind`` is ``"aborted"`` (a group stopped and discarded before it was judged),
+        ``"carried"`` (an unfinished group a host with partial rollout resumes later: judge
+        it then with only the tokens decoded in that step) or ``"pilot"`` (pilot members of
+        a group that was not completed). They appear in :attr:`StepReport.decoded_tokens`
+        and :attr:`tokens`; the caps and the rate estimate count judged groups only. Outside
+        a step they count in :attr:`tokens` only.
+
+        Raises:
+            ValueError: ``kind`` is not one of them, or ``tokens`` is negative.
+            TypeError: ``tokens`` is not an integer.
+
+        .. versionadded:: 0.2.0
+        """
+        kind = check_choice(kind, "kind", CHARGE_KINDS)
+        tokens = check_count(tokens, "tokens")
+        with self._lock:
+            if self._book.open:
+                self._book.charged = self._book.charged.add(kind, tokens)
+            self._tokens = self._tokens.add(kind, tokens)
 
     def judge_batch(
         self,
@@ -271,6 +248,7 @@ class AdmissionSession:
         with self._lock:
             self._stats.add_many(result)
             self._book.count(result, len(result) * result.group_size, tokens)
+            self._tokens = self._tokens.add("generated", tokens)
             self._drops.extend_streak(result)
         keep = result.admitted
         return BatchAdmissionVerdict(
@@ -458,7 +436,7 @@ class AdmissionSession:
         """
         with self._lock:
             self._book.require("end_step")
-            return self._book.end(self._controller)
+            return self._book.end(self._controller, self._loss_scale)
 
     # -- persistence and distribution ---------------------------------------------------
     def _config(self) -> dict[str, Any]:
@@ -466,6 +444,7 @@ class AdmissionSession:
             "policy": self._policy.config.to_dict(),
             "budget": self._controller.config.to_dict(),
             "limits": self._limits.to_dict(),
+            "loss_scale": self._loss_scale,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -476,9 +455,8 @@ class AdmissionSession:
         state saved under different settings.
         """
         with self._lock:
-            return session_state(
-                self._config(), SessionParts(stats=self._stats, drops=self._drops, book=self._book)
-            )
+            parts = SessionParts(stats=self._stats, drops=self._drops, book=self._book, tokens=self._tokens)
+            return session_state(self._config(), parts)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """

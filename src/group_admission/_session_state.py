@@ -23,19 +23,33 @@ from ._decision import GroupAdmissionDecision
 from ._drop_tracker import WINDOWS, DropTracker
 from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
+from ._loss_scale import LossScale, loss_scale
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._plans import PlanBase
 from ._session_types import StepReport
 from ._state_checks import StateFormat, check_written_back, exactly_equal, state_int
+from ._tokens import TokenTally
 from ._validation import check_count, describe
 
 __all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
 
 #: The ``format`` tag of a session state; the version changes whenever the layout does.
 FORMAT = "group-admission/session"
-VERSION = 1
-_KEYS = ("format", "version", "config", "stats", "step_stats", "round", "step", "budget", "windows", "streak")
+VERSION = 2
+_KEYS = (
+    "format",
+    "version",
+    "config",
+    "stats",
+    "tokens",
+    "step_stats",
+    "round",
+    "step",
+    "budget",
+    "windows",
+    "streak",
+)
 _FORMAT = StateFormat("the session", "state_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="session state")
 _fail = _FORMAT.fail
 
@@ -59,6 +73,9 @@ class StepBook:
     round_samples: int = 0
     round_tokens: int = 0
     plan: ResamplePlan | None = None
+    #: Tokens charged in the step outside judged groups (its ``generated`` stays 0: the
+    #: judged groups' tokens are in the budget state and the round).
+    charged: TokenTally = attrs.field(factory=TokenTally)
     #: The step's last planning call, which the report asks again (state key ``step.last_call``).
     call: PlanCall | None = None
 
@@ -80,6 +97,7 @@ class StepBook:
             0,
         )
         self.plan = self.call = None
+        self.charged = TokenTally()
 
     def require(self, what: str) -> None:
         """Raise ``StepLifecycleError`` naming the call ``what`` unless a step is open."""
@@ -171,17 +189,19 @@ class StepBook:
         self.call = call
         return plan
 
-    def end(self, controller: SamplingBudgetController) -> StepReport:
+    def end(self, controller: SamplingBudgetController, scale: LossScale) -> StepReport:
         """
         Fold the last round, close the step, and report what it cost and kept.
 
         Whether it was exhausted, and what bound it, is what the step's last planning call
-        says on the final counts (a step never planned: the round planner's default).
+        says on the final counts (a step never planned: the round planner's default);
+        ``scale`` is the session's loss-scale mode.
         """
         final = self.run(self.call or PlanCall(kind="round", judged=self.stats.candidates), controller)
         state, target = self.fold_round(controller), self.target
         kept = self.stats.admitted + self.stats.fallback_admitted
         self.open, self.call = False, None
+        charged = self.charged
         return StepReport(
             step=self.index,
             target_groups=target,
@@ -196,6 +216,15 @@ class StepBook:
             generated_tokens=state.generated_tokens,
             sampling_rounds=state.sampling_rounds,
             limited_by=final.limited_by,
+            aborted_tokens=charged.aborted,
+            carried_tokens=charged.carried,
+            pilot_tokens=charged.pilot,
+            loss_scale=loss_scale(
+                scale,
+                trained_groups=min(kept, target),
+                target_groups=target,
+                generated_groups=state.generated_groups,
+            ),
         )
 
 
@@ -206,6 +235,7 @@ class SessionParts:
     stats: AdmissionStats
     drops: DropTracker
     book: StepBook
+    tokens: TokenTally
 
 
 def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]:
@@ -216,6 +246,7 @@ def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]
         "version": VERSION,
         "config": config,
         "stats": parts.stats.to_dict(),
+        "tokens": parts.tokens.to_dict(),
         "step_stats": book.stats.to_dict(),
         "round": {"stats": book.round.to_dict(), "samples": book.round_samples, "tokens": book.round_tokens},
         "step": {
@@ -223,6 +254,7 @@ def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]
             "open": book.open,
             "target_groups": book.target,
             "last_call": None if book.call is None else book.call.to_dict(),
+            "charged": book.charged.to_dict(),
         },
         "budget": None if book.state is None else book.state.to_dict(),
         "windows": [[key, judged, dropped] for key, (judged, dropped) in parts.drops.windows.items()],
@@ -310,6 +342,27 @@ def _within(part: AdmissionStats, whole: AdmissionStats, names: str) -> None:
             _fail(f"{names}: '{key}' is {small[group][key]} in it, {large[group].get(key, 0)} in the whole")
 
 
+def _tally(value: object, name: str) -> TokenTally:
+    try:
+        return TokenTally.from_dict(value, name)
+    except CheckpointError as exc:
+        _fail(str(exc))
+
+
+def _check_tokens(book: StepBook, tokens: TokenTally) -> None:
+    """The step's tokens are a part of the lifetime's; judged groups' tokens live in the budget state."""
+    if book.charged.generated:
+        _fail("'step.charged.generated' must be 0: judged groups' tokens are in the budget state")
+    if book.index == -1 and book.charged.decoded:
+        _fail("before the first step (step.index -1) no tokens are charged to a step")
+    step = book.charged.to_dict()
+    step["generated"] = book.round_tokens + (0 if book.state is None else book.state.generated_tokens)
+    for kind, count in step.items():
+        if count > getattr(tokens, kind):
+            whole = getattr(tokens, kind)
+            _fail(f"the step's {kind} tokens ({count}) exceed the session's lifetime's ({whole})")
+
+
 def _check_book(book: StepBook, lifetime: AdmissionStats) -> None:
     """The relations every state a session writes satisfies (see :class:`StepBook`)."""
     _within(book.round, book.stats, "the round in progress counts more than its step")
@@ -339,7 +392,7 @@ def _check_book(book: StepBook, lifetime: AdmissionStats) -> None:
 
 
 def _book(state: Mapping[str, Any]) -> StepBook:
-    step = _mapping(state["step"], "step", ("index", "open", "target_groups", "last_call"))
+    step = _mapping(state["step"], "step", ("index", "open", "target_groups", "last_call", "charged"))
     round_ = _mapping(state["round"], "round", ("stats", "samples", "tokens"))
     budget = state["budget"]
     if not isinstance(step["open"], bool):
@@ -353,6 +406,7 @@ def _book(state: Mapping[str, Any]) -> StepBook:
         round=_stats(round_["stats"], "round.stats"),
         round_samples=_int(round_["samples"], "round.samples"),
         round_tokens=_int(round_["tokens"], "round.tokens"),
+        charged=_tally(step["charged"], "step.charged"),
     )
     book.call = _plan_call(step["last_call"], book)
     return book
@@ -386,12 +440,17 @@ def restore_session(data: object, config: dict[str, Any], limits: DropLimits) ->
     state = _FORMAT.read(data)
     _check_config(state["config"], config)
     stats, book = _stats(state["stats"], "stats"), _book(state)
+    tokens = _tally(state["tokens"], "tokens")
     _check_book(book, stats)
+    _check_tokens(book, tokens)
     streak = _streak(state["streak"])
     if sum(streak.values()) > stats.external:
         _fail(
             f"'streak' counts {sum(streak.values())} external rejections in a row, of {stats.external} in all"
         )
     return SessionParts(
-        stats=stats, drops=DropTracker(limits, _windows(state["windows"], limits), streak), book=book
+        stats=stats,
+        drops=DropTracker(limits, _windows(state["windows"], limits), streak),
+        book=book,
+        tokens=tokens,
     )

@@ -13,8 +13,10 @@ from ._decision import GroupAdmissionDecision
 from ._reasons import (
     STEP_COST_MULTIPLIER,
     STEP_COUNTS,
+    STEP_DECODED_TOKENS,
     STEP_EXHAUSTED,
     STEP_LIMITED_BY,
+    STEP_LOSS_SCALE,
     STEP_PLAN_RATE,
     STEP_TRAINED_RATE,
 )
@@ -68,8 +70,13 @@ class StepReport:
         surplus_groups: Kept groups beyond the target, discarded (as DAPO and slime do).
         short_groups: Groups missing from the target.
         exhausted: The target was not met and the budget left no room for more.
-        generated_groups, generated_samples, generated_tokens, sampling_rounds: The cost.
+        generated_groups, generated_samples, generated_tokens, sampling_rounds: The cost
+            of the judged groups (``generated_tokens``: their tokens decoded in this step).
         limited_by: The caps that bound the step's last plan.
+        aborted_tokens, carried_tokens, pilot_tokens: Tokens decoded in this step outside
+            the judged groups, charged with :meth:`AdmissionSession.charge`.
+        loss_scale: The factor to multiply the step's loss, averaged over its trained
+            groups, by (the session's ``loss_scale`` mode; see :func:`loss_scale`).
 
     .. versionadded:: 0.2.0
     """
@@ -87,6 +94,15 @@ class StepReport:
     generated_tokens: int
     sampling_rounds: int
     limited_by: tuple[str, ...] = ()
+    aborted_tokens: int = 0
+    carried_tokens: int = 0
+    pilot_tokens: int = 0
+    loss_scale: float = 1.0
+
+    @property
+    def decoded_tokens(self) -> int:
+        """Every token decoded in the step: the judged groups' and every charged kind."""
+        return self.generated_tokens + self.aborted_tokens + self.carried_tokens + self.pilot_tokens
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe snapshot."""
@@ -100,7 +116,9 @@ class StepReport:
 
         The counts (``target_groups``, ``admitted_groups``, ``kept_groups``,
         ``trained_groups``, ``surplus_groups``, ``short_groups``, ``generated_groups``,
-        ``generated_samples``, ``generated_tokens``, ``sampling_rounds``), ``exhausted``
+        ``generated_samples``, ``generated_tokens``, ``sampling_rounds``, ``aborted_tokens``,
+        ``carried_tokens``, ``pilot_tokens``), ``decoded_tokens`` (every token the step
+        decoded), ``loss_scale``, ``exhausted``
         as 0 or 1, ``trained_group_rate`` (trained / target) and
         ``sampling_cost_multiplier`` (generated / target; both over a target of at least
         1), and ``limited_by/<cap>`` set to 1 for each cap that bound the step's last
@@ -115,6 +133,8 @@ class StepReport:
         """
         target = max(1, self.target_groups)
         values: dict[str, int | float] = {name: getattr(self, name) for name in STEP_COUNTS}
+        values[STEP_DECODED_TOKENS] = self.decoded_tokens
+        values[STEP_LOSS_SCALE] = self.loss_scale
         values[STEP_EXHAUSTED] = int(self.exhausted)
         values[STEP_TRAINED_RATE] = self.trained_groups / target
         values[STEP_COST_MULTIPLIER] = self.generated_groups / target
