@@ -24,6 +24,7 @@ PUBLIC = {
     "PromptEstimate",
     "AdmissionSession",
     "AdmissionStats",
+    "AdmissionStream",
     "AdmissionVerdict",
     "BatchAdmissionResult",
     "BatchAdmissionVerdict",
@@ -49,6 +50,9 @@ PUBLIC = {
     "ngram_jaccard",
     "parse_state",
     "SessionConfig",
+    "StreamLedger",
+    "StreamSettings",
+    "StreamVerdict",
     "TokenTally",
     "loss_scale",
 }

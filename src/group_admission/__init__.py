@@ -42,12 +42,15 @@ from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict,
 from ._session_config import SessionConfig
 from ._similarity import ngram_jaccard
 from ._state_checks import parse_state
+from ._stream import AdmissionStream
+from ._stream_types import StreamLedger, StreamSettings, StreamVerdict
 from ._streaming import StreamPlan, plan_stream
 from ._tokens import TokenTally
 
 __all__ = [
     "AdmissionSession",
     "AdmissionStats",
+    "AdmissionStream",
     "AdmissionVerdict",
     "BatchAdmissionResult",
     "BatchAdmissionVerdict",
@@ -73,7 +76,10 @@ __all__ = [
     "SessionConfig",
     "StepLifecycleError",
     "StepReport",
+    "StreamLedger",
     "StreamPlan",
+    "StreamSettings",
+    "StreamVerdict",
     "TokenTally",
     "__version__",
     "binomial_groups_needed",
