@@ -27,7 +27,7 @@ C = TypeVar("C", bound="MappingConfig")
 
 
 #: The extras that install torch: their install line carries the advice to pin it.
-_TORCH_EXTRAS = frozenset({"torch", "trl", "verl", "cookbook"})
+_TORCH_EXTRAS = frozenset({"torch", "trl", "trl-async", "verl", "cookbook"})
 
 
 def install_line(extra: str) -> str:
