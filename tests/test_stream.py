@@ -204,11 +204,28 @@ def test_pick_skips_prompts_the_history_predicts_dead_and_counts_them() -> None:
     assert AdmissionStream(GATED).pick([1, 2]).picked == (1, 2)  # no history: every prompt
 
 
+def test_skips_in_a_row_are_bounded_so_the_stream_moves_on() -> None:
+    block = {"preset": "recommended", "stream": {"window_groups": 1, "max_skips_in_a_row": 3}}
+    s = AdmissionStream.from_mapping(block, group_size=4, seed=1)
+    for _ in range(100):  # a dead prompt's skip is drawn per window: judge until one skips it
+        s.judge(DEAD, prompt_id="dead")
+        if s.pick(["dead"]).skipped:
+            break
+    picks = s.pick(["dead"] * 5)  # one skipped already: room for two more
+
+    assert (len(picks.skipped), len(picks.picked), len(picks.informative_probabilities)) == (2, 3, 3)
+    assert s.ledger.skips_in_a_row == 3
+    assert s.pick(["dead"]).picked == ("dead",)
+    s.judge(DEAD, prompt_id="dead")
+    assert s.ledger.skips_in_a_row == 0
+
+
 def test_one_block_builds_the_stream_and_the_recommended_preset_works() -> None:
     s = AdmissionStream.from_mapping({"preset": "recommended", "stream": {"window_groups": 3}})
 
     assert s.config == SessionConfig.preset("recommended")
     assert s.settings == StreamSettings(window_groups=3)
+    assert s.settings.max_skips_in_a_row == 64
     assert s.session.target_groups == 3
 
 
@@ -264,6 +281,7 @@ REFUSED = [
     ("another config", _edit("config.loss_scale", "kept"), "different config"),
     ("a broken session", _edit("session.version", 99), "'session'"),
     ("a ledger key missing", _edit("ledger", {"stale_groups": 0}), "'ledger' must map exactly"),
+    ("a skip run longer than allowed", _edit("ledger.skips_in_a_row", 65), "'ledger.skips_in_a_row'"),
     ("a negative count", _edit("ledger.stale_groups", -1), "'ledger.stale_groups' must be a non-negative"),
     ("more stale than kept", _edit("ledger.stale_groups", 5), "exceeds the groups kept"),
     ("spans without groups", _edit("ledger.versioned_groups", 0), "contradict"),
@@ -293,6 +311,7 @@ BAD = [
     (lambda: StreamSettings(window_groups=0), ValueError, "'window_groups' must be >= 1"),
     (lambda: StreamSettings(window_groups=1.5), TypeError, "'window_groups' must be an integer"),
     (lambda: StreamSettings(max_staleness=-1), ValueError, "'max_staleness' must be >= 0"),
+    (lambda: StreamSettings(max_skips_in_a_row=-1), ValueError, "'max_skips_in_a_row' must be >= 0"),
     (lambda: StreamSettings(on_exhausted="stop"), ValueError, "'on_exhausted' must be one of"),
     (lambda: StreamSettings.from_mapping({"window": 2}), ValueError, "unknown key\\(s\\) 'window'"),
     (lambda: AdmissionStream(stream=3), TypeError, "'stream' must be a StreamSettings"),

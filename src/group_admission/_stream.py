@@ -199,17 +199,44 @@ class AdmissionStream:
         Split candidate prompts into those to generate and those to skip, with the prompt history.
 
         Without a history every prompt is picked. Skipped prompts are counted
-        (``skipped_prompts``) and cost nothing: they are never generated.
+        (``skipped_prompts``) and cost nothing: they are never generated. Once
+        ``max_skips_in_a_row`` prompts were skipped with no group judged since, the next
+        ones are picked, so that a stream always moves on.
         """
         ids = list(prompt_ids)
         with self._lock:
             if self._history is None:
-                return PromptPicks(
-                    picked=tuple(map(check_prompt_id, ids)), skipped=(), informative_probabilities=()
-                )
+                picked = tuple(map(check_prompt_id, ids))
+                return PromptPicks(picked=picked, skipped=(), informative_probabilities=())
             picks = self._history.pick(ids, step=self.window)
-            self._ledger = self._ledger.add(skipped_prompts=len(picks.skipped))
+            room = self._settings.max_skips_in_a_row - self._ledger.skips_in_a_row
+            if len(picks.skipped) > room:
+                picks = self._history_pick_forced(ids, picks, max(0, room))
+            self._ledger = self._ledger.add(
+                skipped_prompts=len(picks.skipped), skips_in_a_row=len(picks.skipped)
+            )
             return picks
+
+    def _history_pick_forced(self, ids: list[PromptId], picks: PromptPicks, room: int) -> PromptPicks:
+        """``picks`` keeping only the first ``room`` skips, in order: the later skipped prompts are picked."""
+        assert self._history is not None
+        skips = set(picks.skipped)  # a prompt's pick is fixed within a window: skipped is skipped
+        chances = dict(zip(picks.picked, picks.informative_probabilities, strict=True))
+        picked: list[PromptId] = []
+        skipped: list[PromptId] = []
+        for prompt in map(check_prompt_id, ids):
+            if prompt in skips and len(skipped) < room:
+                skipped.append(prompt)
+                continue
+            picked.append(prompt)
+            if prompt not in chances:
+                estimate = self._history.estimate(prompt, step=self.window)
+                chances[prompt] = estimate.informative_probability
+        return PromptPicks(
+            picked=tuple(picked),
+            skipped=tuple(skipped),
+            informative_probabilities=tuple(chances[p] for p in picked),
+        )
 
     def charge(self, tokens: int, *, kind: str) -> None:
         """Count tokens decoded outside a judged group (see :meth:`AdmissionSession.charge`)."""
@@ -310,6 +337,7 @@ class AdmissionStream:
         return max(0, self._session.target_groups - stats.admitted - stats.fallback_admitted)
 
     def _note(self, span: int | None, stale: bool) -> None:
+        self._ledger = attrs.evolve(self._ledger, skips_in_a_row=0)
         if span is not None:
             self._ledger = self._ledger.add(
                 versioned_groups=1, version_span_total=span, version_span_max=span
@@ -402,6 +430,8 @@ class AdmissionStream:
         stats = session.stats
         if ledger.stale_groups > stats.admitted + stats.fallback_admitted:
             _fail(f"'ledger.stale_groups' ({ledger.stale_groups}) exceeds the groups kept ({stats.admitted})")
+        if ledger.skips_in_a_row > self._settings.max_skips_in_a_row:
+            _fail(f"'ledger.skips_in_a_row' ({ledger.skips_in_a_row}) exceeds 'max_skips_in_a_row'")
         if ledger.versioned_groups > stats.candidates:
             _fail(f"'ledger.versioned_groups' ({ledger.versioned_groups}) exceeds the judged groups")
         report = _report(data["last_report"], session.step)

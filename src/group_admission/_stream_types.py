@@ -57,6 +57,7 @@ class StreamSettings(MappingConfig):
     """
 
     window_groups: int = int_field(8, check_ge(1))
+    max_skips_in_a_row: int = int_field(64, check_ge(0))
     max_staleness: int | None = int_field(None, check_ge(0), optional=True)
     on_exhausted: OnExhausted = attrs.field(default="train", validator=check_one_of(ON_EXHAUSTED))
 
@@ -128,6 +129,7 @@ def version_numbers(versions: object, current_version: object) -> tuple[int | No
 
 _LEDGER_FIELDS = (
     "skipped_prompts",
+    "skips_in_a_row",
     "stale_groups",
     "versioned_groups",
     "version_span_total",
@@ -143,6 +145,7 @@ class StreamLedger:
 
     Attributes:
         skipped_prompts: Prompts skipped before generation (never generated, never charged).
+        skips_in_a_row: Prompts skipped since the last judged group.
         stale_groups: Kept groups dropped as stale (by ``max_staleness``, or by the host).
         versioned_groups: Judged groups that came with version numbers.
         version_span_total, version_span_max: Their version spans, summed and the largest.
@@ -150,6 +153,7 @@ class StreamLedger:
     """
 
     skipped_prompts: int = 0
+    skips_in_a_row: int = 0
     stale_groups: int = 0
     versioned_groups: int = 0
     version_span_total: int = 0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from trl_async_doubles import StandInLoop, accuracy, prompts
 
-from group_admission import BudgetExhaustedError, CheckpointError, PromptPicks
+from group_admission import BudgetExhaustedError, CheckpointError
 from group_admission.adapters.trl_async import NO_TRAINABLE_TOKENS
 
 MIXED = ["dead", "mixed", "solved", "mixed"]
@@ -232,16 +232,6 @@ def test_prompts_the_history_predicts_dead_are_skipped_before_generation(tokeniz
 
     assert ledger.skipped_prompts > 0
     assert loop.admission.stats.candidates >= 80  # skipping never stalls the stream
-
-
-def test_a_stream_of_prompts_all_skipped_still_yields(tokenizer: Any) -> None:
-    loop = build(tokenizer, ["dead", "dead"], GATED)
-    nothing = PromptPicks(picked=(), skipped=(), informative_probabilities=())
-    loop.admission.pick = lambda ids: nothing  # type: ignore[method-assign]  # a history that skips everything
-    iterator = loop._repeat_iterator()
-    drawn = [next(iterator)[0] for _ in range(8)]
-
-    assert drawn == [2] * 4 + [5] * 4  # two skipped in a row (a full pass), then one picked
 
 
 def test_the_stream_state_is_written_as_windows_close_and_restores_exactly(

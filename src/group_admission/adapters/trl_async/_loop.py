@@ -92,18 +92,15 @@ class AdmissionRolloutLoop(_AsyncRolloutLoop):  # type: ignore[misc]  # TRL is u
     def _repeat_iterator(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """TRL's iterator, less the prompts the history skips (their members are never yielded)."""
         skipping: int | None = None
-        skipped_in_a_row = 0
-        limit = len(self.dataset) if hasattr(self.dataset, "__len__") else 1
         for group_id, row in super()._repeat_iterator():
             if group_id == skipping:
                 continue
             if group_id not in self._prompts:
                 prompt = self._prompt_id(group_id)
-                # A full pass of skips picks the next prompt anyway: the iterator always yields.
-                if skipped_in_a_row < limit and not self.admission.pick([prompt]).picked:
-                    skipping, skipped_in_a_row = group_id, skipped_in_a_row + 1
+                # The stream bounds the skips in a row (max_skips_in_a_row): the iterator always yields.
+                if not self.admission.pick([prompt]).picked:
+                    skipping = group_id
                     continue
-                skipped_in_a_row = 0
                 self._prompts[group_id] = prompt
             yield group_id, row
 
