@@ -145,18 +145,20 @@ def test_a_stream_of_failed_groups_stops_with_the_drop_limits() -> None:
 def test_staleness_drops_count_as_stale_not_as_rejections() -> None:
     s = stream(extra=4, window=4, max_staleness=1)
     fresh = s.judge(LIVE, versions=[3, 4], current_version=4)
-    stale = s.judge(LIVE, versions=[1, 2], current_version=4)
-    dead_and_stale = s.judge(DEAD, versions=[1], current_version=4)
+    stale = s.judge(LIVE, generated_tokens=9, versions=[1, 2], current_version=4)
+    dead = s.judge(DEAD, versions=[3], current_version=4)
 
     assert fresh.keep
     assert (fresh.version_span, fresh.staleness) == (1, 1)
     assert not stale.keep
     assert stale.stale
-    assert stale.decision.admitted
-    assert not dead_and_stale.stale
-    assert dead_and_stale.decision.reason == "exact_dead"
+    assert stale.decision is None  # never judged: not a rejection
+    assert dead.decision is not None
+    assert dead.decision.reason == "exact_dead"
+    assert s.stats.candidates == 2
     assert s.stats.rejected == 1
-    assert s.ledger.stale_groups == 1
+    assert s.ledger.arrived_stale == 1
+    assert s.tokens.aborted == 9  # its tokens are still counted
     assert s.trained_groups() == 1
     metrics = s.metrics()
     assert metrics["group_admission/stale_groups"] == 1
@@ -170,7 +172,7 @@ def test_the_hosts_own_stale_drops_are_counted() -> None:
     s.judge(LIVE)
     s.drop_stale(2)
 
-    assert s.ledger.stale_groups == 2
+    assert s.ledger.dropped_stale == 2
     assert s.trained_groups() == 0
     with pytest.raises(ValueError, match="'groups' must be <= the 0 groups sent to training"):
         s.drop_stale()
@@ -280,10 +282,10 @@ REFUSED = [
     ("another setting", _edit("settings.window_groups", 5), "different settings"),
     ("another config", _edit("config.loss_scale", "kept"), "different config"),
     ("a broken session", _edit("session.version", 99), "'session'"),
-    ("a ledger key missing", _edit("ledger", {"stale_groups": 0}), "'ledger' must map exactly"),
+    ("a ledger key missing", _edit("ledger", {"dropped_stale": 0}), "'ledger' must map exactly"),
     ("a skip run longer than allowed", _edit("ledger.skips_in_a_row", 65), "'ledger.skips_in_a_row'"),
-    ("a negative count", _edit("ledger.stale_groups", -1), "'ledger.stale_groups' must be a non-negative"),
-    ("more stale than kept", _edit("ledger.stale_groups", 5), "exceeds the groups kept"),
+    ("a negative count", _edit("ledger.dropped_stale", -1), "'ledger.dropped_stale' must be a non-negative"),
+    ("more stale than kept", _edit("ledger.dropped_stale", 5), "exceeds the groups kept"),
     ("spans without groups", _edit("ledger.versioned_groups", 0), "contradict"),
     ("a history it never had", _edit("history", {"format": "x"}), "'history' must be null"),
     ("no last report", _edit("last_report", None), "'last_report' must be the report of window 0"),

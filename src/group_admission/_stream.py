@@ -15,8 +15,9 @@ it does not repeat):
   ``fallback_admitted`` (``on_exhausted: train``) or raises :class:`BudgetExhaustedError`
   (``raise``). A host's refill therefore never runs unbounded;
 - **staleness**, from the host's own policy version numbers: how many versions a group's
-  tokens span, and stale drops (``max_staleness``, or the host's own reported with
-  :meth:`~AdmissionStream.drop_stale`) counted as stale, not as rejections;
+  tokens span; a group older than ``max_staleness`` is not judged (its tokens charged as
+  ``aborted``), and the host's own stale drops of kept groups are reported with
+  :meth:`~AdmissionStream.drop_stale`: both counted as stale, never as rejections;
 - **the loss scale** of each window (:attr:`StepReport.loss_scale`) and **every decoded
   token** (the judged groups' and :meth:`~AdmissionStream.charge`);
 - **pre-generation skipping** where the host lets us choose prompts
@@ -191,7 +192,7 @@ class AdmissionStream:
     def trained_groups(self) -> int:
         """Groups sent to training: kept (admitted or fallback) and not dropped as stale."""
         stats = self._session.stats
-        return stats.admitted + stats.fallback_admitted - self._ledger.stale_groups
+        return stats.admitted + stats.fallback_admitted - self._ledger.dropped_stale
 
     # -- before generation ---------------------------------------------------------------
     def pick(self, prompt_ids: Sequence[PromptId]) -> PromptPicks:
@@ -278,6 +279,9 @@ class AdmissionStream:
         """
         span, staleness = version_numbers(versions, current_version)
         key = None if prompt_id is None else check_prompt_id(prompt_id)
+        limit = self._settings.max_staleness
+        if staleness is not None and limit is not None and staleness > limit:
+            return self._arrived_stale(generated_tokens, span, staleness)
         with self._lock:
             session, window = self._session, self.window
             affordable = session.can_launch(self._missing() + 1)
@@ -296,9 +300,7 @@ class AdmissionStream:
                 keep = fallback = True
             if self._history is not None and key is not None:
                 self._history.observe(key, verdict.decision, step=window)
-            limit = self._settings.max_staleness
-            stale = keep and staleness is not None and limit is not None and staleness > limit
-            self._note(span, stale)
+            self._note(span)
             report = None
             if spent and not keep:
                 report = self._close(exhausted=True)
@@ -306,11 +308,10 @@ class AdmissionStream:
             if self._missing() == 0:
                 report = self._close()
         return StreamVerdict(
-            keep=keep and not stale,
+            keep=keep,
             decision=verdict.decision,
             window=window,
             fallback_admitted=fallback,
-            stale=stale,
             staleness=staleness,
             version_span=span,
             report=report,
@@ -329,21 +330,35 @@ class AdmissionStream:
             if count > trained:
                 msg = f"'groups' must be <= the {trained} groups sent to training (got {count})"
                 raise ValueError(msg)
-            self._ledger = self._ledger.add(stale_groups=count)
+            self._ledger = self._ledger.add(dropped_stale=count)
 
     def _missing(self) -> int:
         """Groups the open window still needs."""
         stats = self._session.step_stats
         return max(0, self._session.target_groups - stats.admitted - stats.fallback_admitted)
 
-    def _note(self, span: int | None, stale: bool) -> None:
+    def _arrived_stale(self, tokens: int, span: int | None, staleness: int) -> StreamVerdict:
+        """A group older than ``max_staleness``: never judged, its tokens charged as aborted."""
+        with self._lock:
+            self._session.charge(tokens, kind="aborted")
+            self._note(span)
+            self._ledger = self._ledger.add(arrived_stale=1)
+            return StreamVerdict(
+                keep=False,
+                decision=None,
+                window=self.window,
+                stale=True,
+                staleness=staleness,
+                version_span=span,
+            )
+
+    def _note(self, span: int | None) -> None:
+        """A group arrived: the run of skips ends; its version span is counted."""
         self._ledger = attrs.evolve(self._ledger, skips_in_a_row=0)
         if span is not None:
             self._ledger = self._ledger.add(
                 versioned_groups=1, version_span_total=span, version_span_max=span
             )
-        if stale:
-            self._ledger = self._ledger.add(stale_groups=1)
 
     def _close(self, *, exhausted: bool = False) -> StepReport:
         """Close the open window, open the next, and return the closed one's report."""
@@ -428,12 +443,13 @@ class AdmissionStream:
         except CheckpointError as exc:
             _fail(str(exc))
         stats = session.stats
-        if ledger.stale_groups > stats.admitted + stats.fallback_admitted:
-            _fail(f"'ledger.stale_groups' ({ledger.stale_groups}) exceeds the groups kept ({stats.admitted})")
+        kept = stats.admitted + stats.fallback_admitted
+        if ledger.dropped_stale > kept:
+            _fail(f"'ledger.dropped_stale' ({ledger.dropped_stale}) exceeds the groups kept ({kept})")
         if ledger.skips_in_a_row > self._settings.max_skips_in_a_row:
             _fail(f"'ledger.skips_in_a_row' ({ledger.skips_in_a_row}) exceeds 'max_skips_in_a_row'")
-        if ledger.versioned_groups > stats.candidates:
-            _fail(f"'ledger.versioned_groups' ({ledger.versioned_groups}) exceeds the judged groups")
+        if ledger.versioned_groups > stats.candidates + ledger.arrived_stale:
+            _fail(f"'ledger.versioned_groups' ({ledger.versioned_groups}) exceeds the groups that arrived")
         report = _report(data["last_report"], session.step)
         with self._lock:
             self._session, self._history, self._ledger, self._last_report = session, history, ledger, report

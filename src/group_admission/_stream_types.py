@@ -45,9 +45,10 @@ class StreamSettings(MappingConfig):
             target; set it to the groups the trainer consumes per step). A window
             generates at most ``window_groups + budget.max_extra_groups`` groups that
             are not ``external`` (and stays under the budget's sample and token caps).
-        max_staleness: Drop a kept group as stale when the host's current policy version
-            is more than this many versions past the first version that generated it
-            (``None``: only the host's own rule, reported with ``drop_stale``).
+        max_staleness: A group that finishes more than this many versions past the first
+            policy version that generated it is stale: it is not judged, its tokens are
+            charged as ``aborted``, and it counts in ``arrived_stale`` (``None``: only the
+            host's own rule, whose drops of kept groups ``drop_stale`` counts).
         on_exhausted: When a window cannot afford another rejection: ``"train"`` keeps
             the group (``fallback_admitted``, so every window ends at its target);
             ``"raise"`` raises :class:`BudgetExhaustedError` instead (the group dropped, the
@@ -72,10 +73,10 @@ class StreamVerdict:
     What the host does with one finished group: train on it (``keep``) or drop it.
 
     Attributes:
-        keep: Train on it: admitted (or kept by a limit or an exhausted window) and not stale.
-        decision: The policy's verdict.
+        keep: Train on it: admitted, or kept by a limit or an exhausted window.
+        decision: The policy's verdict (``None`` for a stale group, which is not judged).
         fallback_admitted: Rejected, but kept by a drop limit or an exhausted window.
-        stale: Kept by admission, but dropped because it is older than ``max_staleness``.
+        stale: Older than ``max_staleness``: dropped unjudged.
         staleness: Versions between the first that generated it and the host's current one.
         version_span: Versions its tokens span (last minus first; ``None`` without versions).
         window: The window it counted in.
@@ -85,7 +86,7 @@ class StreamVerdict:
     """
 
     keep: bool
-    decision: GroupAdmissionDecision
+    decision: GroupAdmissionDecision | None
     window: int
     fallback_admitted: bool = False
     stale: bool = False
@@ -130,7 +131,8 @@ def version_numbers(versions: object, current_version: object) -> tuple[int | No
 _LEDGER_FIELDS = (
     "skipped_prompts",
     "skips_in_a_row",
-    "stale_groups",
+    "arrived_stale",
+    "dropped_stale",
     "versioned_groups",
     "version_span_total",
     "version_span_max",
@@ -146,7 +148,8 @@ class StreamLedger:
     Attributes:
         skipped_prompts: Prompts skipped before generation (never generated, never charged).
         skips_in_a_row: Prompts skipped since the last judged group.
-        stale_groups: Kept groups dropped as stale (by ``max_staleness``, or by the host).
+        arrived_stale: Groups that finished older than ``max_staleness`` (never judged).
+        dropped_stale: Kept groups the host dropped as stale by its own rule (``drop_stale``).
         versioned_groups: Judged groups that came with version numbers.
         version_span_total, version_span_max: Their version spans, summed and the largest.
         exhausted_windows: Windows that ran out of budget before their target.
@@ -154,7 +157,8 @@ class StreamLedger:
 
     skipped_prompts: int = 0
     skips_in_a_row: int = 0
-    stale_groups: int = 0
+    arrived_stale: int = 0
+    dropped_stale: int = 0
     versioned_groups: int = 0
     version_span_total: int = 0
     version_span_max: int = 0
@@ -200,10 +204,10 @@ class StreamLedger:
         return ledger
 
     def metrics(self, prefix: str = "") -> dict[str, int | float]:
-        """The counts under their names, and ``version_span_mean`` over the versioned groups."""
+        """The counts (``stale_groups``: both kinds), and ``version_span_mean`` over the versioned groups."""
         values: dict[str, int | float] = {
             "skipped_prompts": self.skipped_prompts,
-            "stale_groups": self.stale_groups,
+            "stale_groups": self.arrived_stale + self.dropped_stale,
             "exhausted_windows": self.exhausted_windows,
             "version_span_max": self.version_span_max,
             "version_span_mean": self.version_span_total / max(1, self.versioned_groups),

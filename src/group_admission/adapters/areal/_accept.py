@@ -142,9 +142,11 @@ class AReaLAdmission:
         """One group in AReaL's ``stats_tracker``: 0/1 per outcome, so an export gives shares and a count."""
         if self._tracker is None:
             return
-        reason = verdict.decision.reason
+        decision = verdict.decision
+        reason = None if decision is None else decision.reason
         self._tracker.scalar(
-            admitted=float(verdict.decision.admitted),
+            admitted=float(decision is not None and decision.admitted),
+            stale=float(verdict.stale),
             kept=float(verdict.keep),
             fallback_admitted=float(verdict.fallback_admitted),
             **{r.value: float(reason is r) for r in RejectionReason},

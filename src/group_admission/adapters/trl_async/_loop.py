@@ -171,12 +171,15 @@ class AdmissionRolloutLoop(_AsyncRolloutLoop):  # type: ignore[misc]  # TRL is u
 
     # -- reporting --------------------------------------------------------------------
     def _counters_now(self) -> dict[str, int]:
-        ledger = self.admission.ledger.to_dict()
-        ledger.pop("version_span_max")
-        ledger.pop("version_span_total")
-        ledger.pop("versioned_groups")
-        trained = self.admission.trained_groups()
-        return {**ledger, **self.admission.tokens.metrics(), "trained_groups": trained}
+        """The stream's counters beside the session's counts, as TRL sums them (``..._total``)."""
+        ledger = self.admission.ledger
+        counters = {
+            "skipped_prompts": ledger.skipped_prompts,
+            "arrived_stale": ledger.arrived_stale,
+            "exhausted_windows": ledger.exhausted_windows,
+            "trained_groups": self.admission.trained_groups(),
+        }
+        return {**counters, **self.admission.tokens.metrics()}
 
     def _push_admission_metrics(self) -> None:
         """Counts since the last push as TRL counters (``_total``), gauges as they are now."""
