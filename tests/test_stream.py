@@ -316,7 +316,7 @@ BAD = [
     (lambda: StreamSettings(max_skips_in_a_row=-1), ValueError, "'max_skips_in_a_row' must be >= 0"),
     (lambda: StreamSettings(on_exhausted="stop"), ValueError, "'on_exhausted' must be one of"),
     (lambda: StreamSettings.from_mapping({"window": 2}), ValueError, "unknown key\\(s\\) 'window'"),
-    (lambda: AdmissionStream(stream=3), TypeError, "'stream' must be a StreamSettings"),
+    (lambda: AdmissionStream(stream=3), TypeError, "'stream' must be a StreamSettings, a mapping or None"),
     (lambda: AdmissionStream(config=[1]), TypeError, "'config' must be a SessionConfig"),
     (lambda: AdmissionStream({"preset": "best"}), ValueError, "'preset' must be one of"),
     (lambda: AdmissionStream(group_size=0), ValueError, "'group_size' must be >= 1"),

@@ -36,6 +36,7 @@ import attrs
 from ._exceptions import BudgetExhaustedError, CheckpointError
 from ._history import PromptHistory, PromptPicks
 from ._history_ids import PromptId, check_prompt_id
+from ._loading import coerce_config
 from ._metrics import AdmissionStats
 from ._session import AdmissionSession, StepReport
 from ._session_config import SessionConfig
@@ -53,18 +54,8 @@ _FORMAT = StateFormat("the stream", "state_dict()", _KEYS, tag=FORMAT, version=V
 _fail = _FORMAT.fail
 
 
-def _settings(value: object) -> StreamSettings:
-    if value is None:
-        return StreamSettings()
-    if isinstance(value, StreamSettings):
-        return value
-    if isinstance(value, Mapping):
-        return StreamSettings.from_mapping(value)
-    msg = f"'stream' must be a StreamSettings, a mapping or None (got {describe(value)})"
-    raise TypeError(msg)
-
-
 def _config(value: object) -> SessionConfig:
+    """A ``SessionConfig`` as given, or built by its own ``from_mapping`` (which reads ``preset``)."""
     if value is None:
         return SessionConfig()
     if isinstance(value, SessionConfig):
@@ -109,7 +100,7 @@ class AdmissionStream:
         rank: int = 0,
     ) -> None:
         self._config = _config(config)
-        self._settings = _settings(stream)
+        self._settings = coerce_config(StreamSettings, stream, name="stream")
         self._session = self._config.session(host=host)
         size = None if group_size is None else check_count(group_size, "group_size", 1)
         self._history = None if size is None else self._config.prompt_history(size, seed=seed, rank=rank)
