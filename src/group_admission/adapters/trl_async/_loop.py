@@ -70,12 +70,12 @@ class AdmissionRolloutLoop(_AsyncRolloutLoop):  # type: ignore[misc]  # TRL is u
         **loop_kwargs: Any,
     ) -> None:
         self._dataset_start = int(loop_kwargs.get("dataset_start_index", 0))
-        super().__init__(**loop_kwargs)
-        self.admission = AdmissionStream.from_mapping(
-            admission or {}, host=HOST, group_size=self.num_generations
-        )
+        # Before TRL's loop builds its event loop and thread pool: a bad setting leaks neither.
+        size = loop_kwargs.get("num_generations", 8)
+        self.admission = AdmissionStream.from_mapping(admission or {}, host=HOST, group_size=size)
         if admission_state is not None:
             self.admission.load_state_dict(admission_state)
+        super().__init__(**loop_kwargs)
         self._state_path = admission_state_path
         self._reported = ReportWindow(self.admission.session)
         self._reported.close()  # a resumed stream's earlier counts were logged by the earlier run

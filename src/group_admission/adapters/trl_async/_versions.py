@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from ..._loading import install_line
 from .._host_support import host_versions, import_host
 
@@ -24,6 +26,14 @@ def import_async_grpo() -> None:
     Raises:
         ImportError: TRL (or aiohttp, accelerate, datasets) is missing; the message has the pip line.
     """
+    # TRL warns on every import of trl.experimental; choosing this adapter (pinned to the
+    # tested range above) is the opt-in that warning asks for.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
+        _import_each()
+
+
+def _import_each() -> None:
     for module, needs in (
         ("trl.experimental.async_grpo.async_rollout_worker", "TRL's asynchronous GRPO trainer"),
         ("trl.experimental.async_grpo.async_grpo_trainer", "TRL's asynchronous GRPO trainer"),
