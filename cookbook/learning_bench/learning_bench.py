@@ -149,9 +149,14 @@ def _run_all(jobs: list[Any], workers: int) -> list[dict[str, Any]]:
 
 
 def run_bench(
-    profile: Profile, tasks: Sequence[str], arms: Sequence[str], seeds: Sequence[int], *, workers: int
+    profile: Profile,
+    tasks: Sequence[str],
+    arms: Sequence[str],
+    seeds: Sequence[int] | None,
+    *,
+    workers: int,
 ) -> dict[str, Any]:
-    """Warm-start each task, run every (task, arm, seed), and summarise."""
+    """Warm-start each task, run every (task, arm, seed), and summarise (``seeds``: the profile's)."""
     import torch
 
     torch.set_num_threads(1)
@@ -161,9 +166,10 @@ def run_bench(
     # Seed-major: a bench cut short still has every arm of the first seeds.
     jobs = [
         (arm, name, seed, profile, split, prepared[name]["weights"])
-        for seed in seeds
+        for seed in sorted({s for arm in arms for s in profile.seeds_of(arm, seeds)})
         for name in tasks
         for arm in arms
+        if seed in profile.seeds_of(arm, seeds)
     ]
     runs = _run_all(jobs, workers)
     report: dict[str, Any] = {
@@ -171,7 +177,8 @@ def run_bench(
             "profile": profile.to_dict(),
             "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
             "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
-            "seeds": list(seeds),
+            "seeds": {arm: profile.seeds_of(arm, seeds) for arm in arms},
+            "limit_arm": "oracle_skip",
             "workers": workers,
             "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
         },
@@ -292,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         profile = attrs.evolve(profile, token_budget=args.tokens)
     arms = _names(args.arms, list(KNOWN_ARMS), "--arms") if args.arms else list(profile.arms)
     tasks = _names(args.tasks, list(TASKS), "--tasks")
-    seeds = _seeds(args.seeds) if args.seeds else list(range(profile.seeds))
+    seeds = _seeds(args.seeds) if args.seeds else None
     workers = profile.workers if args.workers is None else args.workers
     if workers < 1:
         raise SystemExit(f"--workers must be >= 1 (got {workers})")
