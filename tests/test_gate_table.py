@@ -23,6 +23,7 @@ from group_admission import (
 )
 from group_admission._checks import Bound, Check, CheckTable, GateCheck
 from group_admission._explain import explain_policy
+from group_admission._gates import STATISTICS, BatchStatistics
 from strategies import configs, reward_matrices
 
 SHIPPED = _checks.TABLE
@@ -167,10 +168,12 @@ class TestShippedTable:
             == SHIPPED.bits
         )
 
-    def test_every_gate_row_names_a_config_field(self) -> None:
+    def test_every_gate_row_names_a_config_field_and_a_statistic_the_gates_compute(self) -> None:
         fields = attrs.fields_dict(GroupAdmissionConfig)
 
         assert all(check.field in fields for check in (*SHIPPED.reward, SHIPPED.similarity))
+        assert all(check.statistic in STATISTICS for check in (*SHIPPED.reward, MEAN_CAP))
+        assert set(STATISTICS) <= set(BatchStatistics._fields)
 
     def test_the_counts_bound_each_familys_reasons(self) -> None:
         reward, similarity = SHIPPED.reasons_only_of("reward"), SHIPPED.reasons_only_of("similarity")
