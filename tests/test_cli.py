@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+from group_admission import ConfigurationError, GroupAdmissionConfig, SamplingBudgetConfig
 from group_admission._cli import _build_parser, main
+from group_admission._loading import load_yaml_mapping
 from group_admission.simulation import (
     BinaryTaskModel,
     CompositeTaskModel,
@@ -340,6 +341,20 @@ def test_bad_config_files_fail_with_one_line(
     assert message in err
     assert err.startswith("group-admission explain: error: ")
     assert 1 == len(err.strip().splitlines())
+
+
+@pytest.mark.parametrize("value", ["3", "false", "[]", "''"])
+def test_a_section_is_read_by_the_librarys_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str
+) -> None:
+    """The CLI refuses a section that is no mapping as ``load_yaml_mapping(key=...)`` does, word for word."""
+    path = write(tmp_path, f"policy: {value}\n")
+    with pytest.raises(ConfigurationError) as refused:
+        load_yaml_mapping(path, key="policy")
+
+    code, _, err = run(capsys, "explain", path)
+
+    assert (2, f"group-admission explain: error: {refused.value}") == (code, err.strip())
 
 
 def test_simulate_reports_bad_config_files_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
