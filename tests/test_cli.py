@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
+import group_admission
 from group_admission import ConfigurationError, GroupAdmissionConfig, SamplingBudgetConfig
 from group_admission._cli import _build_parser, main
 from group_admission._loading import load_yaml_mapping
@@ -68,8 +69,9 @@ class TestHelp:
         assert "simulate" in out
 
     def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The installed version (pyproject's, tests/test_versions.py: 0.2.0.dev0 until 0.2.0 is released)."""
         code, out, _ = run(capsys, "--version")
-        assert (0, "group-admission 0.1.0") == (code, out.strip())
+        assert (0, f"group-admission {group_admission.__version__}") == (code, out.strip())
 
 
 class TestSimulate:

@@ -103,7 +103,7 @@ class BatchAdmissionResult:
         Deprecated alias of :meth:`primary_reasons` (a decision's ``reasons`` were its failed checks).
 
         .. deprecated:: 0.2.0
-            Use :meth:`primary_reasons`; the alias goes in 0.3.0.
+            Use :meth:`primary_reasons`; removed in 0.3.0.
         """
         deprecated("BatchAdmissionResult.reasons()", "use primary_reasons() (failed checks are check_flags)")
         return self.primary_reasons()

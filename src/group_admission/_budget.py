@@ -361,12 +361,15 @@ class SamplingBudgetController:
             generated_samples: The round's samples, when its groups differ in size (give
                 exactly one of the two).
             generated_tokens: Tokens generated in this round.
-            decisions_or_stats: Deprecated since 0.2.0 (give ``groups`` and ``admitted``):
-                the round's decisions, a ``BatchAdmissionResult``, or an ``AdmissionStats``
-                holding just this round.
+            decisions_or_stats: Deprecated (give ``groups`` and ``admitted``): the round's
+                decisions, a ``BatchAdmissionResult``, or an ``AdmissionStats`` holding just
+                this round.
 
         .. versionchanged:: 0.2.0
-            Takes counts (``groups``, ``admitted``); decisions are deprecated.
+            Takes counts (``groups``, ``admitted``).
+
+        .. deprecated:: 0.2.0
+            Passing ``decisions_or_stats``; removed in 0.3.0.
         """
         check_budget_objects(self, state)
         if (num_generations is None) == (generated_samples is None):

@@ -74,7 +74,7 @@ class GroupAdmissionDecision:
         Deprecated alias of :attr:`failed_checks` (a batch result's ``reasons`` were primary reasons).
 
         .. deprecated:: 0.2.0
-            Use :attr:`failed_checks`; the alias goes in 0.3.0.
+            Use :attr:`failed_checks`; removed in 0.3.0.
         """
         deprecated("GroupAdmissionDecision.reasons", "use failed_checks (the primary reason is .reason)")
         return self.failed_checks
