@@ -172,6 +172,17 @@ def _caller_reasons(caller: list[Any] | None, row: int) -> list[str]:
     return list(external_reason_tuple(reasons, f"external_reasons[{row}]")) if reasons else []
 
 
+_STATISTICS = (
+    "unique_rollouts",
+    "reward_mean",
+    "reward_std",
+    "reward_range",
+    "nontrivial_advantage_count",
+    "mean_pairwise_similarity",
+    "max_pairwise_similarity",
+)
+
+
 @attrs.define
 class _Columns:
     """The fields of a batch result while they are being filled in (external reasons as lists, by row)."""
@@ -196,15 +207,7 @@ class _Columns:
             self.external_reasons[row] = list(decision.external_reasons)
         else:
             self.external_reasons.pop(row, None)
-        for name in (
-            "unique_rollouts",
-            "reward_mean",
-            "reward_std",
-            "reward_range",
-            "nontrivial_advantage_count",
-        ):
-            getattr(self, name)[row] = getattr(decision, name)
-        for name in ("mean_pairwise_similarity", "max_pairwise_similarity"):
+        for name in _STATISTICS:  # named as the decision names them; NaN where it says None
             value = getattr(decision, name)
             getattr(self, name)[row] = math.nan if value is None else value
 

@@ -166,10 +166,6 @@ class GateCheck(Check):
     gate: str
     rejects: str
 
-    def threshold(self, config: Any) -> Any:
-        """The threshold ``config`` sets for this check."""
-        return getattr(config, self.field)
-
     def enabled(self, config: Any) -> bool:
         """Whether ``config`` turns this check on."""
         return self.bound.enabled(getattr(config, self.field))

@@ -29,7 +29,6 @@ from ._config import GroupAdmissionConfig
 __all__ = [
     "STATISTICS",
     "BatchStatistics",
-    "Stats",
     "batch_reward_failures",
     "batch_reward_statistics",
     "reward_failures",

@@ -60,8 +60,7 @@ def measure_similarity(
     scores = pairwise_similarities(texts, config.similarity_ngram_size, scorer)  # type: ignore[arg-type]
     mean, high = float(scores.mean()), float(scores.max())
     check = _checks.TABLE.similarity
-    threshold = check.threshold(config)
-    fails = check.bound.enabled(threshold) and check.bound.fails(mean, threshold, 0.0, dead=False)
+    fails = check.bound.fails(mean, getattr(config, check.field), 0.0, dead=False)
     return mean, high, check.name if fails else None
 
 
