@@ -55,8 +55,9 @@ class SlimeStreamingSettings(ArgsSettings):
     Args:
         budget: :class:`SamplingBudgetConfig` fields, the hard caps of one rollout
             (``max_extra_groups``, ``max_total_samples``, ``max_total_tokens``; groups
-            resumed from slime's buffer count against them). ``None``: at most
-            ``2 x rollout_batch_size`` extra groups. Its ``confidence`` is the plan's.
+            resumed from slime's buffer count against them). ``None``:
+            ``SamplingBudgetConfig.for_target(rollout_batch_size)``, at most ``2 x
+            rollout_batch_size`` extra groups. Its ``confidence`` is the plan's.
         confidence: The probability that the groups in flight meet the target
             (:meth:`AdmissionSession.stream_plan`); higher is faster and launches more.
             The same knob as ``budget.confidence``: give either (both must agree);
@@ -88,4 +89,4 @@ class SlimeStreamingSettings(ArgsSettings):
         if self.budget is not None:
             return self.budget
         confidence = DEFAULT_CONFIDENCE if self.confidence is None else self.confidence
-        return SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size, confidence=confidence)
+        return SamplingBudgetConfig.for_target(rollout_batch_size, confidence=confidence)

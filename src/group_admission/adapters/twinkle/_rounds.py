@@ -52,7 +52,7 @@ class AdmittedBatch:
         metrics: :meth:`TwinkleGroupAdmission.metrics` of the step, with
             ``group_admission/out_of_prompts``, and ``exhausted`` as :attr:`exhausted` says.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     prompts: list[Any]
@@ -211,7 +211,7 @@ def sample_admitted_groups(
         BudgetExhaustedError: the step is short and ``on_exhausted`` is ``"raise"``.
         ValueError: the sampler returned another number of sequences than asked.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)

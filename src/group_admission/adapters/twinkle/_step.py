@@ -52,7 +52,7 @@ class AdmittedRows:
         keep: ``(groups,)`` bool array: the kept groups.
         verdicts: The session's verdicts (reasons, statistics) per group.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     advantages: torch.Tensor
@@ -103,7 +103,7 @@ class TwinkleGroupAdmission(SessionHolder):
     Raises:
         TypeError, ValueError: an argument is invalid; the message names it.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     def __init__(
