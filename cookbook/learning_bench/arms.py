@@ -152,14 +152,6 @@ ARMS: tuple[Arm, ...] = (
         admission=GATE_ON_OUTCOME,
         loss_scale="sqrt",
     ),
-    Arm(
-        "history_target",
-        "gated + resampling + PromptHistory, loss at the target's scale",
-        admission=GATE_ON_OUTCOME,
-        budget=RESAMPLE,
-        history={"half_life": 150},
-        loss_scale="target",
-    ),
     Arm("recommended", "SessionConfig.preset('recommended'), gated on the outcome", preset="recommended"),
     Arm(
         "oracle_skip",
@@ -167,7 +159,7 @@ ARMS: tuple[Arm, ...] = (
         admission=GATE_ON_OUTCOME,
         loss_scale="target",
         oracle=True,
-        budget_share=0.5,
+        budget_share=0.7,
     ),
 )
 ARM_NAMES: tuple[str, ...] = tuple(arm.name for arm in ARMS)
@@ -178,6 +170,14 @@ DIAGNOSTIC_ARMS: tuple[Arm, ...] = (
         "gated, rejected groups in the loss at zero advantage (plain's loss scale)",
         admission=GATE_ON_OUTCOME,
         padded_loss=True,
+    ),
+    Arm(
+        "history_target",
+        "gated + resampling + PromptHistory, loss at the target's scale",
+        admission=GATE_ON_OUTCOME,
+        budget=RESAMPLE,
+        history={"half_life": 150},
+        loss_scale="target",
     ),
     Arm(
         "gated_resample_target",
