@@ -165,8 +165,9 @@ class ResamplePlan(PlanBase):
     Attributes:
         extra_groups: Groups to generate next (0 when done or exhausted).
         effective_rate: The rate the plan assumed (floored at ``min_effective_rate``).
-        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
-            every plan (``requested_groups``: what the estimate asked for before the caps).
+        remaining_target_groups, exhausted, out_of_candidates, limited_by,
+            requested_groups, done: As in every plan (``requested_groups``: what the
+            estimate asked for before the caps; never out of candidates).
 
     .. versionadded:: 0.1.0
     """
