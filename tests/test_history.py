@@ -138,8 +138,14 @@ class TestConfig:
             PromptHistoryConfig.from_mapping(fields)
 
     def test_group_size_is_required(self) -> None:
-        with pytest.raises(TypeError, match="group_size"):
-            PromptHistory(None)  # type: ignore[arg-type]
+        # group_size has no default, so None is no config here, and no message offers it.
+        for config in (None, "x"):
+            with pytest.raises(TypeError) as refused:
+                PromptHistory(config)  # type: ignore[arg-type]
+            assert "None" not in str(refused.value).replace("(got None)", "")
+            assert str(refused.value).startswith("'config' must be a PromptHistoryConfig or a mapping")
+        with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'group_size'"):
+            PromptHistory({})
 
     def test_round_trips_through_a_plain_dict(self) -> None:
         config = PromptHistoryConfig(group_size=4, prior=[0.5, 2], reward_range=[-1, 1], half_life=30)

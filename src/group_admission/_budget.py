@@ -246,7 +246,7 @@ def _round_counts(observation: object, groups: object, admitted: object) -> tupl
             raise TypeError(msg)
         groups, admitted = check_count(groups, "groups"), check_count(admitted, "admitted")
         if admitted > groups:
-            msg = f"'admitted' must be <= the round's groups ({groups}) (got {admitted})"
+            msg = f"'admitted' must be <= the round's groups ({describe(groups)}) (got {describe(admitted)})"
             raise ValueError(msg)
         return groups, admitted
     if groups is not None or admitted is not None:
@@ -346,7 +346,8 @@ class SamplingBudgetController:
             generated_samples = candidates * check_count(num_generations, "num_generations", 1)
         elif (generated_samples := check_count(generated_samples, "generated_samples")) < candidates:
             msg = (
-                f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
+                f"'generated_samples' must be >= the round's groups ({describe(candidates)}) "
+                f"(got {describe(generated_samples)})"
             )
             raise ValueError(msg)
         if decisions_or_stats is not None:

@@ -51,7 +51,7 @@ def _index(value: object, name: str) -> int:
     """A step or a rank: an integer in ``[0, 2**63 - 1]``."""
     number = check_count(value, name)
     if number > INT64_MAX:
-        msg = f"'{name}' must be <= 2**63 - 1 (got {number})"
+        msg = f"'{name}' must be <= 2**63 - 1 (got {describe(number)})"
         raise ValueError(msg)
     return number
 
@@ -141,10 +141,7 @@ class PromptHistory:
     """
 
     def __init__(self, config: PromptHistoryConfig | Mapping[str, Any], *, rank: int = 0) -> None:
-        if config is None:
-            msg = "'config' must be a PromptHistoryConfig or a mapping with at least 'group_size' (got None)"
-            raise TypeError(msg)
-        self._config = coerce_config(PromptHistoryConfig, config)
+        self._config = coerce_config(PromptHistoryConfig, config, optional=False)  # group_size has no default
         self._rank = _index(rank, "rank")
         self._lock = threading.RLock()
         self._restore(HistoryParts(p_easy=self._config.greso_p_easy, p_hard=self._config.greso_p_hard))
