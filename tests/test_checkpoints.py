@@ -359,6 +359,20 @@ SESSION_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
         lambda s: s["config"]["policy"].update(min_reward_range=False),
         "policy",
     ),
+    (
+        "a drop window that judged more groups than the session",  # it would let 6 of 6 dead groups drop
+        lambda s: s["windows"][0].__setitem__(1, 12),
+        "the drop windows judged 12 group(s) and the session 2",
+    ),
+    (
+        "a streak naming a reason never counted",
+        lambda s: (
+            s["stats"]["counts"].update(candidates=3, external=1),
+            s["stats"]["external_details"].update(missing_reward=1),
+            s["streak"].update(rollout_failed=1),
+        ),
+        "'streak.rollout_failed' counts 1 rejection(s) the session counted 0 time(s)",
+    ),
 ]
 
 
@@ -399,6 +413,27 @@ def test_a_contradictory_history_state_is_refused(name: str, edit: Any, message:
         PromptHistory.from_dict(state)
 
 
+def _v2(edit: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    state = _history_state("posterior")
+    edit(state)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (lambda: _v2(lambda s: s["prompts"].update(count=2**63 - 8)), "(it claims"),
+        (lambda: _v2(lambda s: s["prompts"].update(count=2**62)), "'prompts.int_ids' must be"),
+        (lambda: _v2(lambda s: s.update(sequence=2**63 - 1)), "'sequence' (9223372036854775807) counts more"),
+        (lambda: _v2(lambda s: s.update(sequence=2**63)), "'sequence' must be an integer <= 2**63 - 1"),
+    ],
+    ids=["count near 2**63", "count 2**62", "sequence 2**63 - 1", "sequence 2**63"],
+)
+def test_counts_no_history_reaches_are_refused_not_overflowed(state: Callable[[], Any], message: str) -> None:
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        PromptHistory.from_dict(state())
+
+
 def test_every_reachable_session_state_restores_exactly() -> None:
     for index in range(len(SESSIONS)):
         state = _session_state(index)
@@ -419,6 +454,21 @@ def test_json_with_a_key_written_twice_is_refused() -> None:
 
 
 # -- merges are atomic ------------------------------------------------------------------------
+def test_a_merged_copy_of_the_same_rank_that_observed_more_gives_a_history_that_restores() -> None:
+    config = {"group_size": 4}
+    mine = PromptHistory(config, rank=0)
+    mine.observe("p", POLICY.evaluate(LIVE), step=0)
+    copy_ = PromptHistory.from_dict(mine.to_dict())  # a restored copy of rank 0 that goes on
+    copy_.observe("q", POLICY.evaluate(DEAD), step=0)
+    mine.merge(copy_)
+    mine.observe("r", POLICY.evaluate(LIVE), step=0)  # numbered after the copy's
+    restored = PromptHistory.from_dict(json.loads(json.dumps(mine.to_dict())))
+
+    assert mine.to_dict() == restored.to_dict()
+    assert [0, 1, 2] == sorted(o.sequence for o in restored._merge_view()[3])
+    assert restored.pick(["p", "q", "r"], step=1) == mine.pick(["p", "q", "r"], step=1)
+
+
 @pytest.mark.parametrize("bad", ["another config", "a conflicting observation", "a damaged state"])
 def test_a_refused_merge_leaves_the_history_as_it_was(bad: str) -> None:
     config = {"group_size": 4}

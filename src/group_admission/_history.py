@@ -251,6 +251,7 @@ class PromptHistory:
         successes = [rate * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         failures = [(1.0 - rate) * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         with self._lock:
+            self._check_room(len(kept))
             first = self._sequence
             self._sequence += len(kept)
             self._pending.append(
@@ -262,6 +263,12 @@ class PromptHistory:
                 failures,
                 [bool(admitted[i]) for i in kept],
             )
+
+    def _check_room(self, count: int) -> None:
+        """Refuse observations beyond what a state can count: its groups are int64 (under the lock)."""
+        if self._folded + len(self._pending) + count > INT64_MAX:
+            msg = f"a PromptHistory holds at most 2**63 - 1 observations (got {count} more, past its last)"
+            raise ValueError(msg)
 
     # -- folding -------------------------------------------------------------------
     def _fold(self, step: int) -> None:
@@ -438,7 +445,9 @@ class PromptHistory:
 
         Merging is a union of observations: idempotent and order-free, so every rank may
         merge every other rank's state after a step and all end up identical. It is
-        atomic: when one of ``others`` is refused, nothing is merged.
+        atomic: when one of ``others`` is refused, nothing is merged. A copy of this history's
+        own rank may be merged too (a restored copy that observed more): its observations are
+        added and this rank numbers its next ones after them.
 
         Raises:
             ValueError: a history has another config, or has folded different evidence
@@ -475,4 +484,9 @@ class PromptHistory:
                             f"number {identity[1]}"
                         )
                         raise ValueError(msg)
+            self._check_room(len(added))
             self._pending.extend(added)
+            # A copy of this rank that observed more: number this rank's next observation after
+            # its, so that the merged history's own state restores and numbers stay unique.
+            own = [o.sequence for o in added if o.rank == self._rank]
+            self._sequence = max([self._sequence, *(number + 1 for number in own)])

@@ -20,6 +20,7 @@ import base64
 import binascii
 import itertools
 import math
+import sys
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -91,6 +92,8 @@ def _decode(text: object, dtype: np.dtype[Any], count: int, name: str) -> np.nda
     if base64.b64encode(packed).decode("ascii") != text:  # no second spelling of the same bytes
         _fail(f"{problem} (its base64 is not canonical)")
     size = count * dtype.itemsize
+    if size >= sys.maxsize:  # no column of this state can be that long (and zlib cannot count so far)
+        _fail(f"{problem} (it claims {count} values)")
     inflate = zlib.decompressobj()
     try:
         raw = inflate.decompress(packed, size + 1)  # never inflate more than the state claims
@@ -298,7 +301,11 @@ def _pool(value: object) -> PoolStats:
     return pool
 
 
-def _check_records(records: Records, pool: PoolStats, folded: int) -> None:
+#: Relative slack of the float relations below: sums of many rounded terms, never a real gap.
+_SLACK = 1e-9
+
+
+def _check_records(records: Records, pool: PoolStats, folded: int, forgets: bool) -> None:
     data = records.data
     floats = np.stack([data[name] for name in RECORD_FIELDS if RECORD[name].kind == "f"])
     if not bool(np.all(np.isfinite(floats) & (floats >= 0.0))):
@@ -314,6 +321,68 @@ def _check_records(records: Records, pool: PoolStats, folded: int) -> None:
     steps = data["step"]
     if bool(np.any(steps < 0)) or (len(steps) and int(steps.max()) != pool.step):
         _fail(f"the records' latest step must be the pool's ('pool[5]' = {pool.step})")
+    _check_weights(data, forgets)
+    _check_totals(data, pool)
+
+
+def _check_weights(data: np.ndarray, forgets: bool) -> None:
+    """
+    What each record's folds imply: one verdict per group, and at least one sample per verdict.
+
+    Every group adds 1 to ``admitted + rejected`` and its samples (>= 1) to ``successes +
+    failures``, each weighted alike: by at most 1, or exactly 1 without forgetting.
+    """
+    groups = data["groups"].astype(np.float64)
+    verdicts = data["admitted"] + data["rejected"]
+    samples = data["successes"] + data["failures"]
+    # Without forgetting the verdicts are sums of whole numbers, exact in floats.
+    wrong = ((verdicts > groups * (1 + _SLACK)) | ~(verdicts > 0)) if forgets else verdicts != groups
+    if bool(np.any(wrong)):
+        row = int(np.flatnonzero(wrong)[0])
+        rule = "at most" if forgets else "equal to"
+        _fail(
+            f"a record's admitted + rejected ({float(verdicts[row])!r}) must be {rule} its groups "
+            f"({int(groups[row])}): each group is one verdict"
+        )
+    short = np.flatnonzero(samples < verdicts * (1 - _SLACK))
+    if short.size:
+        row = int(short[0])
+        _fail(
+            f"a record's successes + failures ({float(samples[row])!r}) must be at least its admitted + "
+            f"rejected ({float(verdicts[row])!r}): each group has at least one sample"
+        )
+
+
+def _check_totals(data: np.ndarray, pool: PoolStats) -> None:
+    """
+    The records hold every group the pool does, each weighted at least as much.
+
+    A group counts in its prompt's record decayed to that prompt's latest step and in the
+    pool decayed to the pool's, which is later: so summed over the records, successes,
+    failures and verdicts are at least the pool's (a column written in another dtype is not).
+    """
+    weight = pool.weight
+    totals = {
+        "successes": (float(data["successes"].sum()), pool.sum_rate),
+        "failures": (float(data["failures"].sum()), weight - pool.sum_rate),
+        "admitted": (float(data["admitted"].sum()), pool.admitted),
+        "admitted + rejected": (float((data["admitted"] + data["rejected"]).sum()), weight),
+    }
+    for name, (held, least) in totals.items():
+        if held < least - weight * _SLACK:
+            _fail(f"the records' {name} ({held!r}) must be at least the pool's ({least!r})")
+
+
+def _check_pool(pool: PoolStats, folded: int, forgets: bool) -> None:
+    """The pool's moments are weighted sums over the folded groups: each term at most its weight."""
+    weight, rate = pool.weight, pool.sum_rate
+    bounds = {"admitted": weight, "sum_rate": weight, "inverse_size": weight, "sum_square": rate}
+    for name, bound in bounds.items():
+        if getattr(pool, name) > bound * (1 + _SLACK):
+            _fail(f"the pool's {name} exceeds what its terms allow ({bound!r}) (got 'pool' {pool.to_list()})")
+    if weight > folded * (1 + _SLACK) or (not forgets and weight != folded):
+        rule = "at most" if forgets else "equal to"
+        _fail(f"the pool's weight ({weight!r}) must be {rule} the groups folded ({folded})")
 
 
 def _check_folded(config: PromptHistoryConfig, parts: HistoryParts) -> None:
@@ -335,12 +404,20 @@ def _check_folded(config: PromptHistoryConfig, parts: HistoryParts) -> None:
         _fail(f"'greso' must lie within {list(GRESO_BOUNDS)} once evidence is folded (got {list(greso)})")
 
 
-def _check_pending(pending: Pending, rank: int, sequence: int) -> None:
+def _check_pending(pending: Pending, rank: int, sequence: int, folded: int) -> None:
     if any(s + f <= 0 for s, f in zip(pending.successes, pending.failures, strict=True)):
         _fail("a pending observation has no samples (successes + failures must be > 0)")
     own = [s for r, s in zip(pending.rank, pending.sequence, strict=True) if r == rank]
     if own and max(own) >= sequence:
         _fail(f"a pending observation of rank {rank} is numbered at or past 'sequence' ({sequence})")
+    # Each of the rank's own observations (numbered 0 to sequence - 1) is pending or folded.
+    if sequence > folded + len(own):
+        _fail(
+            f"'sequence' ({sequence}) counts more observations of rank {rank} than are pending "
+            f"({len(own)}) or folded ({folded})"
+        )
+    if folded + len(pending) > INT64_MAX:  # every pending observation folds into the count
+        _fail(f"'folded' ({folded}) and the pending observations ({len(pending)}) exceed 2**63 - 1 groups")
 
 
 def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryParts]:
@@ -373,7 +450,9 @@ def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryPart
         pending=_pending_v1(state["pending"]) if version_1 else _pending_v2(state["pending"]),
     )
     rank = _int(state["rank"], "rank")
-    _check_records(parts.records, parts.pool, parts.folded)
+    forgets = config.half_life is not None
+    _check_records(parts.records, parts.pool, parts.folded, forgets)
+    _check_pool(parts.pool, parts.folded, forgets)
     _check_folded(config, parts)
-    _check_pending(parts.pending, rank, parts.sequence)
+    _check_pending(parts.pending, rank, parts.sequence, parts.folded)
     return config, rank, parts
