@@ -34,6 +34,7 @@ from group_admission import (
     SamplingBudgetState,
     parse_state,
 )
+from history_forms import read, write_v2
 
 GATE = {"min_reward_std": 1e-6}
 LIVE, DEAD, FAILED = [1.0, 0.0, 1.0, 0.0], [0.0] * 4, [None, 1.0, 1.0, 1.0]
@@ -432,6 +433,22 @@ def _v2(edit: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
 def test_counts_no_history_reaches_are_refused_not_overflowed(state: Callable[[], Any], message: str) -> None:
     with pytest.raises(CheckpointError, match=re.escape(message)):
         PromptHistory.from_dict(state())
+
+
+def test_a_history_at_its_last_countable_group_refuses_more_and_still_restores() -> None:
+    full = {
+        **read(_history_state("posterior")),
+        "sequence": 0,
+        "pool": [1.0, 0.5, 0.25, 0.25, 0.5, 2],
+        "folded": [2**63 - 1, "0" * 32],
+        "records": [["p", 2.0, 2.0, 0.5, 0.5, 2, 2**63 - 1, 0, 0]],
+        "pending": [],
+    }
+    history = PromptHistory.from_dict(write_v2(full))
+
+    with pytest.raises(ValueError, match=re.escape("a PromptHistory holds at most 2**63 - 1 observations")):
+        history.observe("q", POLICY.evaluate(LIVE), step=3)
+    assert history.to_dict() == PromptHistory.from_dict(history.to_dict()).to_dict()
 
 
 def test_every_reachable_session_state_restores_exactly() -> None:
