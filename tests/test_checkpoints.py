@@ -235,7 +235,11 @@ def _key(prompt_id: Any) -> str:
 
 
 def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
-    """A version-2 state written as version 1 (records by key, pending by number), independently."""
+    """
+    A version-3 state written as version 1 (records by key, pending by number), independently.
+
+    Version 1 has no re-checks: a history restored from it has none and no wrong-skip bound.
+    """
     prompts, pending = state["prompts"], state["pending"]
     gaps = np.frombuffer(zlib.decompress(base64.b64decode(prompts["int_ids"])), dtype="<u8")
     ids = [*np.cumsum(gaps, dtype=np.uint64).view(np.int64).tolist(), *prompts["str_ids"]]
@@ -262,6 +266,10 @@ def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
         for i, p in enumerate(pending["ids"])
     ]
     rest = {key: value for key, value in state.items() if key not in ("prompts", "pending", "version")}
+    assert rest["pool"][6:] == [0.0, 0.0]  # nothing re-checked since the version-1 state
+    assert rest["config"]["max_wrong_skip_share"] is None
+    rest["pool"] = rest["pool"][:6]
+    rest["config"] = {k: v for k, v in rest["config"].items() if k != "max_wrong_skip_share"}
     return {
         **rest,
         "version": 1,
@@ -388,7 +396,11 @@ def test_a_contradictory_session_state_is_refused(name: str, edit: Any, message:
 
 
 HISTORY_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
-    ("version True", lambda s: s.update(version=True), "not a version-2 (or version-1) prompt history"),
+    (
+        "version True",
+        lambda s: s.update(version=True),
+        "not a version-3 (or version-1, version-2) prompt history",
+    ),
     ("version 1.0", lambda s: s.update(version=1.0), "(got 'group-admission/prompt-history' version 1.0)"),
     ("a record twice", lambda s: s["records"].append(list(s["records"][0])), "each prompt once"),
     (
