@@ -121,7 +121,7 @@ class BatchAdmissionResult:
             raise TypeError(msg)
         groups = len(self)
         if not -groups <= index < groups:
-            msg = f"'index' must be in [-{groups}, {groups}) (got {index})"
+            msg = f"'index' must be in [-{groups}, {groups}) (got {describe(index)})"
             raise IndexError(msg)
         index = int(index) % groups  # the external reasons are keyed by the non-negative index
         flags = int(self.check_flags[index])

@@ -201,8 +201,9 @@ class ResamplePlan(PlanBase):
     Attributes:
         extra_groups: Groups to generate next (0 when done or exhausted).
         effective_rate: The rate the plan assumed (floored at ``min_effective_rate``).
-        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
-            every plan (``requested_groups``: what the estimate asked for before the caps).
+        remaining_target_groups, exhausted, out_of_candidates, limited_by,
+            requested_groups, done: As in every plan (``requested_groups``: what the
+            estimate asked for before the caps; never out of candidates).
 
     .. versionadded:: 0.1.0
     """
@@ -281,7 +282,7 @@ def _round_counts(observation: object, groups: object, admitted: object) -> tupl
             raise TypeError(msg)
         groups, admitted = check_count(groups, "groups"), check_count(admitted, "admitted")
         if admitted > groups:
-            msg = f"'admitted' must be <= the round's groups ({groups}) (got {admitted})"
+            msg = f"'admitted' must be <= the round's groups ({describe(groups)}) (got {describe(admitted)})"
             raise ValueError(msg)
         return groups, admitted
     if groups is not None or admitted is not None:
@@ -384,7 +385,8 @@ class SamplingBudgetController:
             generated_samples = candidates * check_count(num_generations, "num_generations", 1)
         elif (generated_samples := check_count(generated_samples, "generated_samples")) < candidates:
             msg = (
-                f"'generated_samples' must be >= the round's groups ({candidates}) (got {generated_samples})"
+                f"'generated_samples' must be >= the round's groups ({describe(candidates)}) "
+                f"(got {describe(generated_samples)})"
             )
             raise ValueError(msg)
         if decisions_or_stats is not None:

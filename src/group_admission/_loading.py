@@ -83,19 +83,20 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], *, source: str = "map
     return cls(**dict(mapping))
 
 
-def coerce_config(cls: type[T], value: object, *, name: str = "config") -> T:
+def coerce_config(cls: type[T], value: object, *, name: str = "config", optional: bool = True) -> T:
     """
-    Accept a config instance, a mapping of its fields, or ``None`` (the defaults).
+    Accept a config instance, a mapping of its fields, or (when ``optional``) ``None``: the defaults.
 
     Raises:
-        TypeError: ``value`` is none of these.
+        TypeError: ``value`` is none of these; the message offers ``None`` only when it is accepted.
     """
-    if value is None:
+    if value is None and optional:
         return cls()
     if isinstance(value, Mapping):
         return from_mapping(cls, value, source=f"{cls.__name__} mapping")
     if not isinstance(value, cls):
-        msg = f"'{name}' must be a {cls.__name__}, a mapping or None (got {describe(value)})"
+        accepted = ", a mapping or None" if optional else " or a mapping of its fields"
+        msg = f"'{name}' must be a {cls.__name__}{accepted} (got {describe(value)})"
         raise TypeError(msg)
     return value
 

@@ -47,8 +47,18 @@ Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
 def describe(value: object) -> str:
-    """Render a value for an error message: its repr, plus its type when that is not obvious."""
-    text = repr(value)
+    """
+    Render a value for an error message: its repr, plus its type when that is not obvious.
+
+    An int beyond Python's limit on int-to-str conversion (4,300 digits), alone or inside a
+    container, has no repr: it is named by its size, so that the message still names the field.
+    """
+    try:
+        text = repr(value)
+    except ValueError:
+        if not isinstance(value, int):
+            return f"a {type(value).__name__} holding an int too long to print"
+        text = f"{'a negative' if value < 0 else 'an'} int of {abs(value).bit_length()} bits"
     if len(text) > 80:
         text = text[:77] + "..."
     if isinstance(value, (bool, int, float, str)) or value is None:
@@ -109,7 +119,7 @@ def check_count(value: object, name: str, minimum: int = 0) -> int:
         msg = f"'{name}' must be an integer (got {describe(value)})"
         raise TypeError(msg)
     if value < minimum:
-        msg = f"'{name}' must be >= {minimum} (got {value})"
+        msg = f"'{name}' must be >= {minimum} (got {describe(value)})"
         raise ValueError(msg)
     return int(value)
 

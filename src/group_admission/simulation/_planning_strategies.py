@@ -302,7 +302,7 @@ class HistorySkipping(SessionPoolStrategy):
         history = self.prompt_history(context)
         while context.more_rounds:
             plan = self._plan(context, session, history)
-            if not plan.generate:
+            if plan.done:
                 break
             result = context.generate(list(plan.generate), session)
             history.observe_batch(plan.generate, result, step=session.step)
