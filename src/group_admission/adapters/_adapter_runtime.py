@@ -51,6 +51,7 @@ from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
 from .._limits import DropLimits
 from .._loading import coerce_config, from_mapping
+from .._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
@@ -293,6 +294,11 @@ def as_budget(value: Any) -> SamplingBudgetConfig:
 def as_limits(value: Any) -> DropLimits:
     """Convert the ``limits`` setting (:class:`DropLimits` fields, or ``None``: none)."""
     return coerce_config(DropLimits, value, name="limits")
+
+
+def loss_scale_field() -> Any:
+    """The ``loss_scale`` setting: the session's loss-scale mode (default: the sessions' own)."""
+    return attrs.field(default=DEFAULT_LOSS_SCALE, validator=check_one_of(LOSS_SCALES))
 
 
 def on_exhausted_field() -> Any:
