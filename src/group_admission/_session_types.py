@@ -11,7 +11,6 @@ import numpy.typing as npt
 
 from ._batch import BatchAdmissionResult
 from ._decision import GroupAdmissionDecision
-from ._validation import describe
 from ._reasons import (
     STEP_COST_MULTIPLIER,
     STEP_COUNTS,
@@ -24,6 +23,7 @@ from ._reasons import (
     STEP_PLAN_RATE,
     STEP_TRAINED_RATE,
 )
+from ._validation import describe
 
 __all__ = ["AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
 

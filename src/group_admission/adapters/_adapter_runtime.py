@@ -51,7 +51,7 @@ from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
 from .._limits import DropLimits
 from .._loading import coerce_config, from_mapping
-from .._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES
+from .._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
@@ -152,11 +152,23 @@ class AdapterSession(Generic[S]):
             from several threads).
     """
 
-    def __init__(self, settings: S, *, host: str, budget: SamplingBudgetConfig | None = None) -> None:
+    def __init__(
+        self,
+        settings: S,
+        *,
+        host: str,
+        budget: SamplingBudgetConfig | None = None,
+        loss_scale: LossScale | None = None,
+    ) -> None:
         self.settings = settings
         if budget is None:
             budget = getattr(settings, "budget", None)
-        self.session = AdmissionSession(settings.policy, budget=budget, limits=settings.limits, host=host)
+        scale: LossScale = (
+            getattr(settings, "loss_scale", DEFAULT_LOSS_SCALE) if loss_scale is None else loss_scale
+        )
+        self.session = AdmissionSession(
+            settings.policy, budget=budget, limits=settings.limits, host=host, loss_scale=scale
+        )
         self.window = ReportWindow(self.session)
         self.lock = threading.RLock()
         self._warned: set[str] = set()

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from group_admission.adapters.slime import record_all_samples
 from group_admission.simulation import SimulationConfig
 from group_admission.simulation._stream import GroupStream
 
@@ -197,7 +198,5 @@ def all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
 
 def all_samples_then_admission(args: Any, all_groups: Any, data_source: Any) -> None:
     """Record the call, then the adapter's ``record_all_samples`` (closes the filter's rollout)."""
-    from group_admission.adapters.slime import record_all_samples  # noqa: PLC0415
-
     HOOK_CALLS.append(("all_samples", all_groups, data_source))
     record_all_samples(args, all_groups, data_source)

@@ -164,7 +164,9 @@ def test_the_filter_in_slimes_own_loop_reports_the_tokens_of_every_group_it_judg
 
         [(_, judged, _)] = scripted_engine.HOOK_CALLS
         metrics = slime_adapter.last_rollout_metrics(args)
-        assert metrics[f"{PREFIX}decoded_tokens"] == sum(s.response_length for g in judged for s in samples(g))
+        assert metrics[f"{PREFIX}decoded_tokens"] == sum(
+            s.response_length for g in judged for s in samples(g)
+        )
         hidden += engine.tokens[rollout_id] - metrics[f"{PREFIX}decoded_tokens"]
     # slime's loop aborts the groups still running and hands them to no hook: the documented gap.
     assert hidden > 0

@@ -82,7 +82,9 @@ class _Stream(AdapterSession[SlimeAdmissionSettings]):
     def __init__(
         self, admission: SlimeAdmissionSettings, streaming: SlimeStreamingSettings, target: int
     ) -> None:
-        super().__init__(admission, host="slime", budget=streaming.budget_for(target))
+        super().__init__(
+            admission, host="slime", budget=streaming.budget_for(target), loss_scale=streaming.loss_scale
+        )
         self.streaming = streaming
 
 
