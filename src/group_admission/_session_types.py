@@ -166,8 +166,9 @@ class StepReport:
         as 0 or 1, ``trained_group_rate`` (trained / target) and
         ``sampling_cost_multiplier`` (generated / target; both over a target of at least
         1), ``masked_samples`` and ``masked_sample_share`` once counted
-        (:meth:`with_loss_masks`), and ``limited_by/<cap>`` set to 1 for each cap that bound the step's last
-        plan. Values are ints and floats only: some loggers silently drop bools.
+        (:meth:`with_loss_masks`), and ``limited_by/<cap>`` set to 1 for each cap that
+        bound the step's last plan. Values are ints and floats only: some loggers silently
+        drop bools.
 
         Args:
             prefix: Put before every name (``"group_admission/"``).
