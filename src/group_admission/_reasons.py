@@ -27,6 +27,8 @@ __all__ = [
     "STEP_EXHAUSTED",
     "STEP_LIMITED_BY",
     "STEP_LOSS_SCALE",
+    "STEP_MASKED_SAMPLES",
+    "STEP_MASKED_SHARE",
     "STEP_PLAN_RATE",
     "STEP_TRAINED_RATE",
     "RejectionReason",
@@ -116,6 +118,10 @@ STEP_COUNTS = (
 STEP_DECODED_TOKENS = "decoded_tokens"
 #: The factor the step's loss, averaged over its trained groups, is multiplied by.
 STEP_LOSS_SCALE = "loss_scale"
+#: Samples handed to the trainer whose loss mask is all zero (counted where a host reports masks).
+STEP_MASKED_SAMPLES = "masked_samples"
+#: ``masked_samples`` over the samples handed to the trainer.
+STEP_MASKED_SHARE = "masked_sample_share"
 #: 1 when the caps stopped the step short of its target, else 0 (loggers drop bools).
 STEP_EXHAUSTED = "exhausted"
 #: ``trained_groups / target_groups``: the share of the target the step trains on.

@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 import attrs
 
 from ..._budget import SamplingBudgetConfig
+from ..._loss_scale import LossScale
 from ..._validation import check_ge, check_probability, field_check, probability_field, real_field
-from .._adapter_runtime import ExhaustionAction, as_budget, on_exhausted_field
+from .._adapter_runtime import ExhaustionAction, as_budget, loss_scale_field, on_exhausted_field
 from ._hooks import ArgsSettings
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "SlimeStreamingSettings"]
@@ -69,6 +70,10 @@ class SlimeStreamingSettings(ArgsSettings):
             ``"train"`` fills the missing places with finished rejected groups whose
             samples are all marked ``remove_sample`` (no gradient) and logs it;
             ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`.
+        loss_scale: The loss scale the rollout's metrics report (``loss_scale``). The
+            default, ``"target"``, is what slime's per-sample mean does to a short rollout
+            (its padded groups count as samples at zero loss); with
+            ``--calculate-per-token-loss`` slime applies ``"kept"`` (docs/adapters/slime.md).
 
     .. versionadded:: 0.2.0
     """
@@ -83,6 +88,7 @@ class SlimeStreamingSettings(ArgsSettings):
     race: float = real_field(1.0, check_ge(1))
     top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = on_exhausted_field()
+    loss_scale: LossScale = loss_scale_field()
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
         """The caps of one rollout of ``rollout_batch_size`` groups, and the plan's confidence."""
