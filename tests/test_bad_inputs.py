@@ -1354,7 +1354,7 @@ CASES += [
         "limits forceable not names",
         lambda: DropLimits(forceable_external=[1]),  # type: ignore[list-item]
         TypeError,
-        "'forceable_external' must be a list of external reason names (got (1,))",
+        "'forceable_external' entries must be non-empty strings (got 1)",
     ),
     (
         "limits zero streak",

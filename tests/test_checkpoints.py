@@ -34,6 +34,7 @@ from group_admission import (
     SamplingBudgetState,
     parse_state,
 )
+from history_forms import read, write_v2
 
 GATE = {"min_reward_std": 1e-6}
 LIVE, DEAD, FAILED = [1.0, 0.0, 1.0, 0.0], [0.0] * 4, [None, 1.0, 1.0, 1.0]
@@ -234,7 +235,11 @@ def _key(prompt_id: Any) -> str:
 
 
 def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
-    """A version-2 state written as version 1 (records by key, pending by number), independently."""
+    """
+    A version-3 state written as version 1 (records by key, pending by number), independently.
+
+    Version 1 has no re-checks: a history restored from it has none and no wrong-skip bound.
+    """
     prompts, pending = state["prompts"], state["pending"]
     gaps = np.frombuffer(zlib.decompress(base64.b64decode(prompts["int_ids"])), dtype="<u8")
     ids = [*np.cumsum(gaps, dtype=np.uint64).view(np.int64).tolist(), *prompts["str_ids"]]
@@ -261,6 +266,10 @@ def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
         for i, p in enumerate(pending["ids"])
     ]
     rest = {key: value for key, value in state.items() if key not in ("prompts", "pending", "version")}
+    assert rest["pool"][6:] == [0.0, 0.0]  # nothing re-checked since the version-1 state
+    assert rest["config"]["max_wrong_skip_share"] is None
+    rest["pool"] = rest["pool"][:6]
+    rest["config"] = {k: v for k, v in rest["config"].items() if k != "max_wrong_skip_share"}
     return {
         **rest,
         "version": 1,
@@ -359,6 +368,20 @@ SESSION_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
         lambda s: s["config"]["policy"].update(min_reward_range=False),
         "policy",
     ),
+    (
+        "a drop window that judged more groups than the session",  # it would let 6 of 6 dead groups drop
+        lambda s: s["windows"][0].__setitem__(1, 12),
+        "the drop windows judged 12 group(s) and the session 2",
+    ),
+    (
+        "a streak naming a reason never counted",
+        lambda s: (
+            s["stats"]["counts"].update(candidates=3, external=1),
+            s["stats"]["external_details"].update(missing_reward=1),
+            s["streak"].update(rollout_failed=1),
+        ),
+        "'streak.rollout_failed' counts 1 rejection(s) the session counted 0 time(s)",
+    ),
 ]
 
 
@@ -373,7 +396,11 @@ def test_a_contradictory_session_state_is_refused(name: str, edit: Any, message:
 
 
 HISTORY_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
-    ("version True", lambda s: s.update(version=True), "not a version-2 (or version-1) prompt history"),
+    (
+        "version True",
+        lambda s: s.update(version=True),
+        "not a version-3 (or version-1, version-2) prompt history",
+    ),
     ("version 1.0", lambda s: s.update(version=1.0), "(got 'group-admission/prompt-history' version 1.0)"),
     ("a record twice", lambda s: s["records"].append(list(s["records"][0])), "each prompt once"),
     (
@@ -399,6 +426,43 @@ def test_a_contradictory_history_state_is_refused(name: str, edit: Any, message:
         PromptHistory.from_dict(state)
 
 
+def _v2(edit: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    state = _history_state("posterior")
+    edit(state)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (lambda: _v2(lambda s: s["prompts"].update(count=2**63 - 8)), "(it claims"),
+        (lambda: _v2(lambda s: s["prompts"].update(count=2**62)), "'prompts.int_ids' must be"),
+        (lambda: _v2(lambda s: s.update(sequence=2**63 - 1)), "'sequence' (9223372036854775807) counts more"),
+        (lambda: _v2(lambda s: s.update(sequence=2**63)), "'sequence' must be an integer <= 2**63 - 1"),
+    ],
+    ids=["count near 2**63", "count 2**62", "sequence 2**63 - 1", "sequence 2**63"],
+)
+def test_counts_no_history_reaches_are_refused_not_overflowed(state: Callable[[], Any], message: str) -> None:
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        PromptHistory.from_dict(state())
+
+
+def test_a_history_at_its_last_countable_group_refuses_more_and_still_restores() -> None:
+    full = {
+        **read(_history_state("posterior")),
+        "sequence": 0,
+        "pool": [1.0, 0.5, 0.25, 0.25, 0.5, 2],
+        "folded": [2**63 - 1, "0" * 32],
+        "records": [["p", 2.0, 2.0, 0.5, 0.5, 2, 2**63 - 1, 0, 0]],
+        "pending": [],
+    }
+    history = PromptHistory.from_dict(write_v2(full))
+
+    with pytest.raises(ValueError, match=re.escape("a PromptHistory holds at most 2**63 - 1 observations")):
+        history.observe("q", POLICY.evaluate(LIVE), step=3)
+    assert history.to_dict() == PromptHistory.from_dict(history.to_dict()).to_dict()
+
+
 def test_every_reachable_session_state_restores_exactly() -> None:
     for index in range(len(SESSIONS)):
         state = _session_state(index)
@@ -419,6 +483,21 @@ def test_json_with_a_key_written_twice_is_refused() -> None:
 
 
 # -- merges are atomic ------------------------------------------------------------------------
+def test_a_merged_copy_of_the_same_rank_that_observed_more_gives_a_history_that_restores() -> None:
+    config = {"group_size": 4}
+    mine = PromptHistory(config, rank=0)
+    mine.observe("p", POLICY.evaluate(LIVE), step=0)
+    copy_ = PromptHistory.from_dict(mine.to_dict())  # a restored copy of rank 0 that goes on
+    copy_.observe("q", POLICY.evaluate(DEAD), step=0)
+    mine.merge(copy_)
+    mine.observe("r", POLICY.evaluate(LIVE), step=0)  # numbered after the copy's
+    restored = PromptHistory.from_dict(json.loads(json.dumps(mine.to_dict())))
+
+    assert mine.to_dict() == restored.to_dict()
+    assert [0, 1, 2] == sorted(o.sequence for o in restored._merge_view()[3])
+    assert restored.pick(["p", "q", "r"], step=1) == mine.pick(["p", "q", "r"], step=1)
+
+
 @pytest.mark.parametrize("bad", ["another config", "a conflicting observation", "a damaged state"])
 def test_a_refused_merge_leaves_the_history_as_it_was(bad: str) -> None:
     config = {"group_size": 4}

@@ -50,6 +50,7 @@ PUBLIC = {
     "ngram_jaccard",
     "parse_state",
     "SessionConfig",
+    "SkipReport",
     "StreamLedger",
     "StreamSettings",
     "StreamVerdict",

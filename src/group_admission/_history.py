@@ -44,14 +44,22 @@ from ._loading import coerce_config
 from ._reasons import RejectionReason
 from ._validation import check_count, describe
 
-__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "prompt_key", "uniform_draw"]
+__all__ = [
+    "PromptEstimate",
+    "PromptHistory",
+    "PromptId",
+    "PromptPicks",
+    "SkipReport",
+    "prompt_key",
+    "uniform_draw",
+]
 
 
 def _index(value: object, name: str) -> int:
     """A step or a rank: an integer in ``[0, 2**63 - 1]``."""
     number = check_count(value, name)
     if number > INT64_MAX:
-        msg = f"'{name}' must be <= 2**63 - 1 (got {number})"
+        msg = f"'{name}' must be <= 2**63 - 1 (got {describe(number)})"
         raise ValueError(msg)
     return number
 
@@ -82,6 +90,32 @@ class PromptEstimate:
     pass_rate: float
     informative_probability: float
     keep_probability: float
+
+
+@attrs.frozen(kw_only=True)
+class SkipReport:
+    """
+    What skipping has cost, measured on the history's re-checks (``PromptHistory.skip_report``).
+
+    A re-check is a group of a prompt the history would have skipped at its step and
+    generated anyway through the exploration floor: a random sample of the skipped prompts.
+
+    Attributes:
+        rechecks: Re-checked groups (decayed like the evidence, so a weight, not a count).
+        rechecks_informative: Those that were informative: hard (or easy) prompts that
+            skipping would have starved of a useful group.
+        wrong_skip_share: The estimated share of skipped prompts whose group would have been
+            informative (re-checks, plus a prior at ``max_wrong_skip_share``).
+        skip_below: The threshold the next picks skip below (``skip_below``, shrunk while the
+            estimate exceeds ``max_wrong_skip_share``).
+
+    .. versionadded:: 0.2.0
+    """
+
+    rechecks: float
+    rechecks_informative: float
+    wrong_skip_share: float | None
+    skip_below: float
 
 
 @attrs.frozen(kw_only=True)
@@ -141,10 +175,7 @@ class PromptHistory:
     """
 
     def __init__(self, config: PromptHistoryConfig | Mapping[str, Any], *, rank: int = 0) -> None:
-        if config is None:
-            msg = "'config' must be a PromptHistoryConfig or a mapping with at least 'group_size' (got None)"
-            raise TypeError(msg)
-        self._config = coerce_config(PromptHistoryConfig, config)
+        self._config = coerce_config(PromptHistoryConfig, config, optional=False)  # group_size has no default
         self._rank = _index(rank, "rank")
         self._lock = threading.RLock()
         self._restore(HistoryParts(p_easy=self._config.greso_p_easy, p_hard=self._config.greso_p_hard))
@@ -254,6 +285,7 @@ class PromptHistory:
         successes = [rate * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         failures = [(1.0 - rate) * sizes[i] for rate, i in zip(rates, kept, strict=True)]
         with self._lock:
+            self._check_room(len(kept))
             first = self._sequence
             self._sequence += len(kept)
             self._pending.append(
@@ -265,6 +297,12 @@ class PromptHistory:
                 failures,
                 [bool(admitted[i]) for i in kept],
             )
+
+    def _check_room(self, count: int) -> None:
+        """Refuse observations beyond what a state can count: its groups are int64 (under the lock)."""
+        if self._folded + len(self._pending) + count > INT64_MAX:
+            msg = f"a PromptHistory holds at most 2**63 - 1 observations (got {count} more, past its last)"
+            raise ValueError(msg)
 
     # -- folding -------------------------------------------------------------------
     def _fold(self, step: int) -> None:
@@ -292,6 +330,7 @@ class PromptHistory:
         """
         step, count = int(identities[0, 0]), len(ids)
         decays = Decays(self._config.half_life)
+        rechecked = self._would_skip(ids, step)  # before this step's evidence: as the pick saw it
         rows = self._records.ensure(ids)
         # A prompt observed k times this step takes its k observations in k passes, in order.
         first = np.ones(count, dtype=bool)
@@ -300,7 +339,7 @@ class PromptHistory:
         for turn in range(int(occurrence.max()) + 1):
             chosen = occurrence == turn
             self._records.add(rows[chosen], step, values[chosen], decays)
-        self._pool.add_step(step, values, decays)
+        self._pool.add_step(step, values, decays, rechecked)
         fingerprint = repr(ids).encode() + identities.tobytes() + values.tobytes()
         self._digest = hashlib.blake2b(self._digest.encode() + fingerprint, digest_size=16).hexdigest()
         self._folded += count
@@ -343,11 +382,26 @@ class PromptHistory:
             mean, informative = alpha / (alpha + beta), informative_chances(alpha, beta, config.group_size)
         return mean, informative, self._keep(informative, data, known), rows
 
+    def _threshold(self) -> float:
+        """``skip_below``, shrunk in proportion while the measured wrong-skip share exceeds its bound."""
+        config = self._config
+        bound = config.max_wrong_skip_share
+        if bound is None:
+            return config.skip_below
+        return config.skip_below * min(1.0, bound / self._pool.wrong_skip_share(bound))
+
+    def _would_skip(self, ids: list[PromptId], step: int) -> Floats:
+        """1.0 for each prompt ``"posterior"`` would skip at ``step`` on the evidence folded so far."""
+        if self._config.mode != "posterior":
+            return np.zeros(len(ids))
+        _, informative, _, _ = self._beliefs(ids, step)
+        return (informative < self._threshold()).astype(np.float64)
+
     def _keep(self, informative: Floats, data: np.ndarray, known: np.ndarray) -> Floats:
         """The keep probability of each prompt, by the config's rule."""
         config = self._config
         if config.mode != "greso":
-            return np.where(informative >= config.skip_below, 1.0, config.exploration)
+            return np.where(informative >= self._threshold(), 1.0, config.exploration)
         # GRESO's max(p**k, floor) after k all-correct (or all-wrong) groups in a row, each k once.
         keep = np.ones(len(informative))
         easy, hard = data["easy"], data["hard"]
@@ -371,6 +425,20 @@ class PromptHistory:
                 pass_rate=float(mean[0]),
                 informative_probability=float(informative[0]),
                 keep_probability=float(keep[0]),
+            )
+
+    def skip_report(self, *, step: int) -> SkipReport:
+        """What skipping has cost so far, on the evidence of steps before ``step`` (:class:`SkipReport`)."""
+        step = _index(step, "step")
+        with self._lock:
+            self._fold(step)
+            bound = self._config.max_wrong_skip_share
+            pool = self._pool
+            return SkipReport(
+                rechecks=pool.rechecks,
+                rechecks_informative=pool.rechecks_informative,
+                wrong_skip_share=None if bound is None else pool.wrong_skip_share(bound),
+                skip_below=self._threshold(),
             )
 
     def pick(self, prompt_ids: Sequence[PromptId], *, step: int) -> PromptPicks:
@@ -441,7 +509,9 @@ class PromptHistory:
 
         Merging is a union of observations: idempotent and order-free, so every rank may
         merge every other rank's state after a step and all end up identical. It is
-        atomic: when one of ``others`` is refused, nothing is merged.
+        atomic: when one of ``others`` is refused, nothing is merged. A copy of this history's
+        own rank may be merged too (a restored copy that observed more): its observations are
+        added and this rank numbers its next ones after them.
 
         Raises:
             ValueError: a history has another config, or has folded different evidence
@@ -478,4 +548,9 @@ class PromptHistory:
                             f"number {identity[1]}"
                         )
                         raise ValueError(msg)
+            self._check_room(len(added))
             self._pending.extend(added)
+            # A copy of this rank that observed more: number this rank's next observation after
+            # its, so that the merged history's own state restores and numbers stay unique.
+            own = [o.sequence for o in added if o.rank == self._rank]
+            self._sequence = max([self._sequence, *(number + 1 for number in own)])

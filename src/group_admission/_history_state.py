@@ -1,5 +1,5 @@
 """
-The JSON state of a ``PromptHistory``: written in version 2, read in versions 2 and 1, exactly or refused.
+The JSON state of a ``PromptHistory``: written in version 3, read in versions 3, 2 and 1, exactly or refused.
 
 Version 2 is columnar, so that a history of a million prompts saves in a second and a
 few tens of megabytes: each column of the evidence is its little-endian bytes, deflated
@@ -20,6 +20,7 @@ import base64
 import binascii
 import itertools
 import math
+import sys
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -37,7 +38,7 @@ __all__ = ["FORMAT", "VERSION", "HistoryParts", "history_state", "restore_histor
 
 #: The ``format`` tag of a history state; the version changes whenever the layout does.
 FORMAT = "group-admission/prompt-history"
-VERSION = 2
+VERSION = 3
 _HEADER = ("format", "version", "config", "rank", "sequence", "greso", "pool", "folded")
 _FORMAT = StateFormat(
     "the PromptHistory",
@@ -46,7 +47,7 @@ _FORMAT = StateFormat(
     tag=FORMAT,
     version=VERSION,
     kind="prompt history",
-    older=((1, (*_HEADER, "records", "pending")),),
+    older=((1, (*_HEADER, "records", "pending")), (2, (*_HEADER, "prompts", "pending"))),
 )
 _fail = _FORMAT.fail
 _PROMPT_KEYS = ("count", "int_ids", "str_ids", *RECORD_FIELDS)
@@ -91,6 +92,8 @@ def _decode(text: object, dtype: np.dtype[Any], count: int, name: str) -> np.nda
     if base64.b64encode(packed).decode("ascii") != text:  # no second spelling of the same bytes
         _fail(f"{problem} (its base64 is not canonical)")
     size = count * dtype.itemsize
+    if size >= sys.maxsize:  # no column of this state can be that long (and zlib cannot count so far)
+        _fail(f"{problem} (it claims {count} values)")
     inflate = zlib.decompressobj()
     try:
         raw = inflate.decompress(packed, size + 1)  # never inflate more than the state claims
@@ -135,7 +138,7 @@ def _pending_state(pending: Pending) -> dict[str, Any]:
 
 
 def history_state(config: PromptHistoryConfig, rank: int, parts: HistoryParts) -> dict[str, Any]:
-    """The history's state as plain JSON types (version 2)."""
+    """The history's state as plain JSON types (version 3)."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -288,17 +291,24 @@ def _pending_v1(value: object) -> Pending:
     return Pending(observations)
 
 
-def _pool(value: object) -> PoolStats:
-    items = _list(value, "pool", 6)
+def _pool(value: object, version: int) -> PoolStats:
+    """The pool's list: six numbers before version 3, which adds the two re-check weights."""
+    items = _list(value, "pool", 6 if version < 3 else 8)
     pool = PoolStats()
     pool.weight, pool.sum_rate, pool.sum_square, pool.inverse_size, pool.admitted = (
         _float(items[i], f"pool[{i}]") for i in range(5)
     )
     pool.step = _int(items[5], "pool[5]")
+    if version >= 3:
+        pool.rechecks, pool.rechecks_informative = (_float(items[i], f"pool[{i}]") for i in (6, 7))
     return pool
 
 
-def _check_records(records: Records, pool: PoolStats, folded: int) -> None:
+#: Relative slack of the float relations below: sums of many rounded terms, never a real gap.
+_SLACK = 1e-9
+
+
+def _check_records(records: Records, pool: PoolStats, folded: int, forgets: bool) -> None:
     data = records.data
     floats = np.stack([data[name] for name in RECORD_FIELDS if RECORD[name].kind == "f"])
     if not bool(np.all(np.isfinite(floats) & (floats >= 0.0))):
@@ -314,6 +324,75 @@ def _check_records(records: Records, pool: PoolStats, folded: int) -> None:
     steps = data["step"]
     if bool(np.any(steps < 0)) or (len(steps) and int(steps.max()) != pool.step):
         _fail(f"the records' latest step must be the pool's ('pool[5]' = {pool.step})")
+    _check_weights(data, forgets)
+    _check_totals(data, pool)
+
+
+def _check_weights(data: np.ndarray, forgets: bool) -> None:
+    """
+    What each record's folds imply: one verdict per group, and at least one sample per verdict.
+
+    Every group adds 1 to ``admitted + rejected`` and its samples (>= 1) to ``successes +
+    failures``, each weighted alike: by at most 1, or exactly 1 without forgetting.
+    """
+    groups = data["groups"].astype(np.float64)
+    verdicts = data["admitted"] + data["rejected"]
+    samples = data["successes"] + data["failures"]
+    # Without forgetting the verdicts are sums of whole numbers, exact in floats.
+    wrong = ((verdicts > groups * (1 + _SLACK)) | ~(verdicts > 0)) if forgets else verdicts != groups
+    if bool(np.any(wrong)):
+        row = int(np.flatnonzero(wrong)[0])
+        rule = "at most" if forgets else "equal to"
+        _fail(
+            f"a record's admitted + rejected ({float(verdicts[row])!r}) must be {rule} its groups "
+            f"({int(groups[row])}): each group is one verdict"
+        )
+    short = np.flatnonzero(samples < verdicts * (1 - _SLACK))
+    if short.size:
+        row = int(short[0])
+        _fail(
+            f"a record's successes + failures ({float(samples[row])!r}) must be at least its admitted + "
+            f"rejected ({float(verdicts[row])!r}): each group has at least one sample"
+        )
+
+
+def _check_totals(data: np.ndarray, pool: PoolStats) -> None:
+    """
+    The records hold every group the pool does, each weighted at least as much.
+
+    A group counts in its prompt's record decayed to that prompt's latest step and in the
+    pool decayed to the pool's, which is later: so summed over the records, successes,
+    failures and verdicts are at least the pool's (a column written in another dtype is not).
+    """
+    weight = pool.weight
+    totals = {
+        "successes": (float(data["successes"].sum()), pool.sum_rate),
+        "failures": (float(data["failures"].sum()), weight - pool.sum_rate),
+        "admitted": (float(data["admitted"].sum()), pool.admitted),
+        "admitted + rejected": (float((data["admitted"] + data["rejected"]).sum()), weight),
+    }
+    for name, (held, least) in totals.items():
+        if held < least - weight * _SLACK:
+            _fail(f"the records' {name} ({held!r}) must be at least the pool's ({least!r})")
+
+
+def _check_pool(pool: PoolStats, folded: int, forgets: bool) -> None:
+    """The pool's moments are weighted sums over the folded groups: each term at most its weight."""
+    weight, rate = pool.weight, pool.sum_rate
+    bounds = {
+        "admitted": weight,
+        "sum_rate": weight,
+        "inverse_size": weight,
+        "sum_square": rate,
+        "rechecks": weight,
+        "rechecks_informative": min(pool.rechecks, pool.admitted),
+    }
+    for name, bound in bounds.items():
+        if getattr(pool, name) > bound * (1 + _SLACK):
+            _fail(f"the pool's {name} exceeds what its terms allow ({bound!r}) (got 'pool' {pool.to_list()})")
+    if weight > folded * (1 + _SLACK) or (not forgets and weight != folded):
+        rule = "at most" if forgets else "equal to"
+        _fail(f"the pool's weight ({weight!r}) must be {rule} the groups folded ({folded})")
 
 
 def _check_folded(config: PromptHistoryConfig, parts: HistoryParts) -> None:
@@ -335,22 +414,34 @@ def _check_folded(config: PromptHistoryConfig, parts: HistoryParts) -> None:
         _fail(f"'greso' must lie within {list(GRESO_BOUNDS)} once evidence is folded (got {list(greso)})")
 
 
-def _check_pending(pending: Pending, rank: int, sequence: int) -> None:
+def _check_pending(pending: Pending, rank: int, sequence: int, folded: int) -> None:
     if any(s + f <= 0 for s, f in zip(pending.successes, pending.failures, strict=True)):
         _fail("a pending observation has no samples (successes + failures must be > 0)")
     own = [s for r, s in zip(pending.rank, pending.sequence, strict=True) if r == rank]
     if own and max(own) >= sequence:
         _fail(f"a pending observation of rank {rank} is numbered at or past 'sequence' ({sequence})")
+    # Each of the rank's own observations (numbered 0 to sequence - 1) is pending or folded.
+    if sequence > folded + len(own):
+        _fail(
+            f"'sequence' ({sequence}) counts more observations of rank {rank} than are pending "
+            f"({len(own)}) or folded ({folded})"
+        )
+    if folded + len(pending) > INT64_MAX:  # every pending observation folds into the count
+        _fail(f"'folded' ({folded}) and the pending observations ({len(pending)}) exceed 2**63 - 1 groups")
 
 
 def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryParts]:
     """
-    Check a saved state (version 2 or 1) and return the config, the rank and the parts to build.
+    Check a saved state (version 3, 2 or 1) and return the config, the rank and the parts to build.
 
     Raises:
         CheckpointError: naming the first problem found.
     """
     state = _FORMAT.read(data)
+    version = state["version"]
+    if version < 3 and isinstance(state["config"], Mapping) and "max_wrong_skip_share" not in state["config"]:
+        # Before version 3 nothing bounded the wrong skips: restore exactly that.
+        state = {**state, "config": {**state["config"], "max_wrong_skip_share": None}}
     try:
         config = PromptHistoryConfig.from_mapping(state["config"])
     except (TypeError, ValueError) as exc:
@@ -366,14 +457,16 @@ def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryPart
         sequence=_int(state["sequence"], "sequence"),
         p_easy=_float(greso[0], "greso[0]"),
         p_hard=_float(greso[1], "greso[1]"),
-        pool=_pool(state["pool"]),
+        pool=_pool(state["pool"], version),
         folded=_int(folded[0], "folded[0]"),
         digest=folded[1],
         records=_records_v1(state["records"]) if version_1 else _records_v2(state["prompts"]),
         pending=_pending_v1(state["pending"]) if version_1 else _pending_v2(state["pending"]),
     )
     rank = _int(state["rank"], "rank")
-    _check_records(parts.records, parts.pool, parts.folded)
+    forgets = config.half_life is not None
+    _check_records(parts.records, parts.pool, parts.folded, forgets)
+    _check_pool(parts.pool, parts.folded, forgets)
     _check_folded(config, parts)
-    _check_pending(parts.pending, rank, parts.sequence)
+    _check_pending(parts.pending, rank, parts.sequence, parts.folded)
     return config, rank, parts

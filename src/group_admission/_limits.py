@@ -15,7 +15,15 @@ import numpy as np
 from ._decision import GroupAdmissionDecision
 from ._loading import from_mapping
 from ._reasons import RejectionReason
-from ._validation import check_ge, check_one_of, check_range, describe, int_field, real_field
+from ._validation import (
+    check_ge,
+    check_nonempty_strings,
+    check_one_of,
+    check_range,
+    describe,
+    int_field,
+    real_field,
+)
 
 __all__ = ["DropLimits", "LimitScope", "StepLabel", "check_step_label"]
 
@@ -43,9 +51,10 @@ def _as_names(value: Any) -> Any:
 
 
 def _check_names(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(name, str) and name for name in value):
-        msg = f"'{attribute.name}' must be a list of external reason names (got {value!r})"
+    if not isinstance(value, tuple):
+        msg = f"'{attribute.name}' must be a list of external reason names (got {describe(value)})"
         raise TypeError(msg)
+    check_nonempty_strings(value, attribute.name)  # an empty name is a ValueError, as everywhere
 
 
 @attrs.frozen(kw_only=True)

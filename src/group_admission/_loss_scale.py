@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from ._validation import check_choice, check_count
+from ._validation import check_choice, check_count, describe
 
 __all__ = ["DEFAULT_LOSS_SCALE", "LOSS_SCALES", "LossScale", "loss_scale"]
 
@@ -56,7 +56,8 @@ def loss_scale(mode: str, *, trained_groups: int, target_groups: int, generated_
     target = check_count(target_groups, "target_groups")
     generated = check_count(generated_groups, "generated_groups")
     if trained > generated:
-        msg = f"'trained_groups' must be <= generated_groups ({generated}) (got {trained})"
+        bound = describe(generated)
+        msg = f"'trained_groups' must be <= generated_groups ({bound}) (got {describe(trained)})"
         raise ValueError(msg)
     if mode == "kept" or target == 0:
         return 1.0

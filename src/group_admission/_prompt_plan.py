@@ -99,10 +99,11 @@ class PromptPlan(PlanBase):
         deferred: Prompts the history kept but this round does not need: offer them again.
         skipped: Prompts the history skipped at this step.
         informative_probabilities: The informative probability of each prompt in ``generate``.
-        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
-            every plan (``requested_groups``: the prompts the confidence bound asked for,
-            before the caps, at most the prompts picked: offer more candidates when it
-            equals them).
+        remaining_target_groups, exhausted, out_of_candidates, limited_by,
+            requested_groups, done: As in every plan (``requested_groups``: the
+            prompts the confidence bound asked for, before the caps, at most the prompts
+            picked: offer more candidates when it equals them; ``out_of_candidates``: no
+            prompt was picked, so the loop ``while not plan.done`` ends).
 
     .. versionadded:: 0.2.0
     """

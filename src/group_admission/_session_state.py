@@ -11,7 +11,6 @@ them under its lock.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +19,8 @@ import attrs
 from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetController, SamplingBudgetState
 from ._decision import GroupAdmissionDecision
-from ._drop_tracker import WINDOWS, DropTracker
+from ._drop_state import drops_state, restore_drops
+from ._drop_tracker import DropTracker
 from ._exceptions import CheckpointError, StepLifecycleError
 from ._limits import DropLimits
 from ._loss_scale import LossScale, loss_scale
@@ -48,6 +48,7 @@ _KEYS = (
     "step",
     "budget",
     "windows",
+    "evicted",
     "streak",
 )
 _FORMAT = StateFormat("the session", "state_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="session state")
@@ -257,8 +258,7 @@ def session_state(config: dict[str, Any], parts: SessionParts) -> dict[str, Any]
             "charged": book.charged.to_dict(),
         },
         "budget": None if book.state is None else book.state.to_dict(),
-        "windows": [[key, judged, dropped] for key, (judged, dropped) in parts.drops.windows.items()],
-        "streak": dict(parts.drops.streak),
+        **drops_state(parts.drops),
     }
 
 
@@ -288,40 +288,6 @@ def _check_config(saved: object, current: dict[str, Any]) -> None:
             "restoring it would not reproduce later verdicts and plans "
             "(build the session with the saved settings)"
         )
-
-
-def _windows(value: object, limits: DropLimits) -> OrderedDict[Any, list[int]]:
-    if not isinstance(value, list):
-        _fail(f"'windows' must be a list (got {describe(value)})")
-    windows: OrderedDict[Any, list[int]] = OrderedDict()
-    for entry in value:
-        if (
-            not isinstance(entry, list)
-            or len(entry) != 3
-            or isinstance(entry[0], bool)  # True would be the window of step 1
-            or not isinstance(entry[0], (int, str, type(None)))
-        ):
-            _fail(f"'windows' entries must be [step, judged, dropped] (got {describe(entry)})")
-        judged, dropped = _int(entry[1], "windows.judged"), _int(entry[2], "windows.dropped")
-        if dropped > judged:
-            _fail(f"a window dropped more groups ({dropped}) than it judged ({judged})")
-        if entry[0] in windows:
-            _fail(f"'windows' must hold each step once (got {entry[0]!r} twice)")
-        windows[entry[0]] = [judged, dropped]
-    if len(windows) > WINDOWS or (windows and not limits.caps_drops):
-        _fail(
-            f"'windows' holds {len(windows)} window(s); these limits keep at most "
-            f"{WINDOWS if limits.caps_drops else 0}"
-        )
-    if limits.scope == "run" and set(windows) - {"run"}:
-        _fail("run-scoped limits count in one window, 'run'")
-    return windows
-
-
-def _streak(value: object) -> Counter[str]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        _fail(f"'streak' must map external reasons to counts (got {describe(value)})")
-    return Counter({key: _int(count, f"streak.{key}", 1) for key, count in value.items()})
 
 
 def _stats(value: object, name: str) -> AdmissionStats:
@@ -443,14 +409,5 @@ def restore_session(data: object, config: dict[str, Any], limits: DropLimits) ->
     tokens = _tally(state["tokens"], "tokens")
     _check_book(book, stats)
     _check_tokens(book, tokens)
-    streak = _streak(state["streak"])
-    if sum(streak.values()) > stats.external:
-        _fail(
-            f"'streak' counts {sum(streak.values())} external rejections in a row, of {stats.external} in all"
-        )
-    return SessionParts(
-        stats=stats,
-        drops=DropTracker(limits, _windows(state["windows"], limits), streak),
-        book=book,
-        tokens=tokens,
-    )
+    drops = restore_drops(state, limits, stats, _fail)
+    return SessionParts(stats=stats, drops=drops, book=book, tokens=tokens)

@@ -41,9 +41,10 @@ class StreamPlan(PlanBase):
         in_flight: Groups in flight after the launches and aborts.
         effective_rate: The admission rate the plan assumed (floored at
             ``min_effective_rate``).
-        remaining_target_groups, exhausted, limited_by, requested_groups, done: As in
-            every plan (``exhausted``: nothing is in flight either; ``requested_groups``:
-            the in-flight count the confidence bound asked for, before caps).
+        remaining_target_groups, exhausted, out_of_candidates, limited_by,
+            requested_groups, done: As in every plan (``exhausted``: nothing is in
+            flight either; ``requested_groups``: the in-flight count the confidence
+            bound asked for, before caps; never out of candidates).
 
     .. versionadded:: 0.2.0
     """

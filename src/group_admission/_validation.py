@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "DEPRECATIONS_REMOVED_IN",
     "as_float",
     "as_int",
     "check_bool",
@@ -46,8 +47,18 @@ Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 
 def describe(value: object) -> str:
-    """Render a value for an error message: its repr, plus its type when that is not obvious."""
-    text = repr(value)
+    """
+    Render a value for an error message: its repr, plus its type when that is not obvious.
+
+    An int beyond Python's limit on int-to-str conversion (4,300 digits), alone or inside a
+    container, has no repr: it is named by its size, so that the message still names the field.
+    """
+    try:
+        text = repr(value)
+    except ValueError:
+        if not isinstance(value, int):
+            return f"a {type(value).__name__} holding an int too long to print"
+        text = f"{'a negative' if value < 0 else 'an'} int of {abs(value).bit_length()} bits"
     if len(text) > 80:
         text = text[:77] + "..."
     if isinstance(value, (bool, int, float, str)) or value is None:
@@ -55,10 +66,21 @@ def describe(value: object) -> str:
     return f"{text} of type {type(value).__name__}"
 
 
-def deprecated(old: str, instead: str) -> None:
-    """Warn the caller of the caller that ``old`` goes in 0.3.0, and what to use ``instead``."""
-    message = f"{old} is deprecated and will be removed in 0.3.0: {instead}"
-    warnings.warn(message, DeprecationWarning, stacklevel=3)
+#: The release that removes what is deprecated: the one after the next release (0.2.0), so
+#: a name released in 0.1.0 and deprecated in 0.2.0 warns for one release. A name added
+#: after the last release is never deprecated, only changed (docs/architecture.md, "Rules").
+DEPRECATIONS_REMOVED_IN = "0.3.0"
+
+
+def deprecated(old: str, instead: str, *, stacklevel: int = 3) -> None:
+    """
+    Warn that ``old`` is removed in :data:`DEPRECATIONS_REMOVED_IN`, and what to use ``instead``.
+
+    ``stacklevel`` counts from here: the default, 3, names the caller of the function
+    that calls this one.
+    """
+    message = f"{old} is deprecated and will be removed in {DEPRECATIONS_REMOVED_IN}: {instead}"
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
 
 
 def is_real(value: object) -> bool:
@@ -97,7 +119,7 @@ def check_count(value: object, name: str, minimum: int = 0) -> int:
         msg = f"'{name}' must be an integer (got {describe(value)})"
         raise TypeError(msg)
     if value < minimum:
-        msg = f"'{name}' must be >= {minimum} (got {value})"
+        msg = f"'{name}' must be >= {minimum} (got {describe(value)})"
         raise ValueError(msg)
     return int(value)
 
