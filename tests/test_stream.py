@@ -15,6 +15,7 @@ from group_admission import (
     BudgetExhaustedError,
     CheckpointError,
     ConsecutiveFailedGroupsError,
+    SamplingBudgetConfig,
     SessionConfig,
     StreamLedger,
     StreamSettings,
@@ -72,6 +73,7 @@ def test_a_window_keeps_its_target_within_its_cap(kinds: list[str], extra: int, 
     s = stream(extra, window)
     verdicts = feed(s, kinds)
     reports = [v.report for v in verdicts if v.report is not None]
+    cap = window + s.config.budget.max_extra_groups
     externals: dict[int, int] = {}
     for v in verdicts:
         externals[v.window] = externals.get(v.window, 0) + (v.decision.reason == "external")
@@ -80,7 +82,7 @@ def test_a_window_keeps_its_target_within_its_cap(kinds: list[str], extra: int, 
     for report in reports:
         assert report.kept_groups == report.target_groups == window
         assert not report.exhausted
-        assert report.generated_groups - externals.get(report.step, 0) <= window + extra
+        assert report.generated_groups - externals.get(report.step, 0) <= cap
 
 
 @given(st.lists(st.sampled_from(["live", "dead"]), max_size=40), st.integers(0, 3), st.integers(1, 3))
@@ -95,7 +97,7 @@ def test_raise_stops_at_the_cap_and_the_stream_goes_on(kinds: list[str], extra: 
         assert "max_extra_groups" in str(error)
     reports = [v.report for v in verdicts if not isinstance(v, Exception) and v.report is not None]
     for report in reports:
-        assert report.generated_groups <= window + extra
+        assert report.generated_groups <= window + s.config.budget.max_extra_groups
 
 
 def test_an_all_dead_stream_raises_instead_of_refilling_forever() -> None:
@@ -122,13 +124,21 @@ def test_train_keeps_dead_groups_once_the_window_cannot_afford_them() -> None:
     assert s.stats.fallback_admitted == 2
 
 
+def test_a_budget_left_at_its_defaults_is_the_targets() -> None:
+    """The default budget allows no extra group: a stream would keep every dead group, so it scales."""
+    assert stream(extra=0, window=3).config.budget == SamplingBudgetConfig.for_target(3)
+    assert stream(extra=1, window=3).config.budget.max_extra_groups == 1
+
+
 def test_an_external_group_is_never_kept_by_an_exhausted_window() -> None:
-    s = stream(extra=0, window=1)
+    s = stream(extra=1, window=1)
+    s.judge(DEAD)  # the one rejection the window can afford
     verdict = s.judge([None, None, None, None])
 
     assert not verdict.keep
     assert verdict.decision.reason == "external"
     assert s.stats.external == 1
+    assert s.stats.fallback_admitted == 0
     assert s.window == 0
 
 
@@ -225,7 +235,10 @@ def test_skips_in_a_row_are_bounded_so_the_stream_moves_on() -> None:
 def test_one_block_builds_the_stream_and_the_recommended_preset_works() -> None:
     s = AdmissionStream.from_mapping({"preset": "recommended", "stream": {"window_groups": 3}})
 
-    assert s.config == SessionConfig.preset("recommended")
+    recommended = SessionConfig.preset("recommended")
+    assert s.config.policy == recommended.policy
+    assert s.config.history == recommended.history
+    assert s.config.budget == SamplingBudgetConfig.for_target(3)  # the preset sets no budget
     assert s.settings == StreamSettings(window_groups=3)
     assert s.settings.max_skips_in_a_row == 64
     assert s.session.target_groups == 3

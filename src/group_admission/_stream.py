@@ -28,11 +28,13 @@ it does not repeat):
 from __future__ import annotations
 
 import threading
+import typing
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from ._budget import SamplingBudgetConfig
 from ._exceptions import BudgetExhaustedError, CheckpointError
 from ._history import PromptHistory, PromptPicks
 from ._history_ids import PromptId, check_prompt_id
@@ -66,14 +68,29 @@ def _config(value: object) -> SessionConfig:
     raise TypeError(msg)
 
 
+def _windowed(config: SessionConfig, window_groups: int) -> SessionConfig:
+    """
+    ``config`` with a window's budget: its own, or ``for_target(window_groups)`` when left at the defaults.
+
+    The default budget allows no extra group, which in a stream would keep every rejected
+    group as a fallback; like the other hosts that derive a budget from a target (slime's
+    streaming rollout, the simulator), a stream without one gets
+    ``SamplingBudgetConfig.for_target``.
+    """
+    if config.budget != SamplingBudgetConfig():
+        return config
+    return attrs.evolve(config, budget=SamplingBudgetConfig.for_target(window_groups))
+
+
 class AdmissionStream:
     """
     Admission for a host that generates and trains at once: judge groups as they finish.
 
     Args:
         config: The admission setup (:class:`SessionConfig`, or a mapping with an optional
-            ``preset``): policy, budget (the window's caps), drop limits, prompt history
-            and loss scale.
+            ``preset``): policy, budget (the window's caps; left at its defaults, which
+            allow no extra group, it is ``SamplingBudgetConfig.for_target(window_groups)``),
+            drop limits, prompt history and loss scale.
         stream: The :class:`StreamSettings` (or a mapping): window size, staleness, exhaustion.
         host: The host's name, used in messages.
         group_size: The host's samples per group, for the prompt history (``None``: no
@@ -99,8 +116,8 @@ class AdmissionStream:
         seed: int = 0,
         rank: int = 0,
     ) -> None:
-        self._config = _config(config)
         self._settings = coerce_config(StreamSettings, stream, name="stream")
+        self._config = _windowed(_config(config), self._settings.window_groups)
         self._session = self._config.session(host=host)
         size = None if group_size is None else check_count(group_size, "group_size", 1)
         self._history = None if size is None else self._config.prompt_history(size, seed=seed, rank=rank)
@@ -459,6 +476,14 @@ class AdmissionStream:
         return history
 
 
+def _written_as(value: object, annotation: Any) -> bool:
+    """Whether ``value`` is what ``StepReport.to_dict`` writes for a field of this type (exactly)."""
+    if typing.get_origin(annotation) is tuple:
+        return isinstance(value, list)  # to_dict writes tuples as lists
+    options = typing.get_args(annotation) or (annotation,)
+    return any(type(value) is option for option in options)
+
+
 def _report(value: object, window: int) -> StepReport | None:
     """The last closed window's report: ``None`` exactly before the first window closed."""
     if value is None:
@@ -470,10 +495,10 @@ def _report(value: object, window: int) -> StepReport | None:
     names = [field.name for field in attrs.fields(StepReport)]
     if sorted(value) != sorted(names) or not isinstance(value["limited_by"], list):
         _fail(f"'last_report' must have exactly the StepReport fields {names!r}")
-    for name in names:
-        wanted = {"exhausted": bool, "loss_scale": float, "limited_by": list}.get(name, int)
-        if type(value[name]) is not wanted:
-            _fail(f"'last_report.{name}' must be of type {wanted.__name__} (got {describe(value[name])})")
+    for field in attrs.fields(attrs.resolve_types(StepReport)):
+        if not _written_as(value[field.name], field.type):
+            kind = getattr(field.type, "__name__", str(field.type))
+            _fail(f"'last_report.{field.name}' must be of type {kind} (got {describe(value[field.name])})")
     report = StepReport(**{**value, "limited_by": tuple(value["limited_by"])})
     if not exactly_equal(report.to_dict(), dict(value)) or report.step != window - 1:
         _fail(f"'last_report' must be the written report of window {window - 1}")
