@@ -98,8 +98,6 @@ class AReaLAdmission:
         """Whether AReaL keeps this finished group; it is judged, counted and logged either way."""
         return self.judge(trajectory).keep
 
-    should_accept = __call__
-
     def judge(self, trajectory: Mapping[str, Any]) -> StreamVerdict:
         """The stream's verdict on one trajectory of AReaL's executor."""
         rewards, external = _rewards(trajectory, self.group_size)
