@@ -17,7 +17,15 @@ import attrs
 from .._adapter_runtime import scalar_reward
 from ._settings import SCORES
 
-__all__ = ["EMPTY_GROUP", "GENERATION_FAILED", "MISSING_INFO_KEY", "GroupRead", "failed_group", "read_group"]
+__all__ = [
+    "EMPTY_GROUP",
+    "GENERATION_FAILED",
+    "MISSING_INFO_KEY",
+    "WRONG_GROUP_SIZE",
+    "GroupRead",
+    "failed_group",
+    "read_group",
+]
 
 #: External reason of a group whose generation raised (an engine or reward-function error).
 GENERATION_FAILED = "generation_failed"
@@ -25,6 +33,9 @@ GENERATION_FAILED = "generation_failed"
 EMPTY_GROUP = "empty_group"
 #: External reason of a member whose ``info`` lacks a ``gate_on`` key.
 MISSING_INFO_KEY = "missing_info_key"
+#: External reason of a group of another size than ``n_samples_per_prompt``: OpenRLHF's advantages
+#: view the rows as groups of exactly ``n``, so such a group must not reach them.
+WRONG_GROUP_SIZE = "wrong_group_size"
 
 
 @attrs.frozen(kw_only=True)
@@ -66,17 +77,18 @@ def _note(problems: list[str], problem: str | None) -> None:
         problems.append(problem)
 
 
-def read_group(experiences: Sequence[Any], names: Sequence[str]) -> GroupRead:
+def read_group(experiences: Sequence[Any], names: Sequence[str], size: int | None = None) -> GroupRead:
     """
     Translate one group's experiences: the values of ``names`` per member, in order.
 
     A value that is not a number becomes a missing member with a named external reason
-    (the policy adds ``missing_reward`` or ``non_finite_reward`` itself).
+    (the policy adds ``missing_reward`` or ``non_finite_reward`` itself); a group of other
+    than ``size`` members (``n_samples_per_prompt``, when known) is ``wrong_group_size``.
     """
     if not experiences:
         return failed_group(1, names, EMPTY_GROUP)
     components: dict[str, list[float | None]] = {name: [] for name in names}
-    problems: list[str] = []
+    problems: list[str] = [] if size is None or len(experiences) == size else [WRONG_GROUP_SIZE]
     for experience in experiences:
         for name in names:
             raw, missing = _component(experience, name)

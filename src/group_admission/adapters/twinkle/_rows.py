@@ -9,14 +9,15 @@ receives for the rows that are kept.
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from ..._validation import describe
+from ..._validation import describe, is_finite
 from .._adapter_runtime import chunk
 
 if TYPE_CHECKING:
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["UNSUMMABLE_REWARD", "RowRewards", "chunk"]
 
-#: The external reason of a group in which a component outside ``gate_on`` is missing or not
-#: finite: twinkle's ``GRPOAdvantage`` sums every component, so such a row has no total.
+#: The external reason of a group with a row that has no finite total: a component outside
+#: ``gate_on`` is missing, not a number or not finite, or the row's sum is not finite in float32,
+#: the dtype twinkle's ``GRPOAdvantage`` sums every component in.
 UNSUMMABLE_REWARD = "unsummable_reward"
 _FLAT = "reward"  # the component name of a plain list of rewards
 
@@ -40,7 +42,16 @@ def _as_list(values: Any, name: str) -> list[Any]:
 
 
 def _summable(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (a bool too, as the gates read it), an int beyond the float range not."""
+    return isinstance(value, numbers.Real) and is_finite(value)
+
+
+def _float32_totals(rows: list[list[Any]]) -> npt.NDArray[np.bool_]:
+    """Whether each row of finite values sums, component by component, to a finite float32."""
+    values = np.array(rows, dtype=np.float64)
+    with np.errstate(over="ignore"):  # an overflow is what this looks for
+        totals = np.cumsum(values.astype(np.float32), axis=1, dtype=np.float32)[:, -1]
+    return np.isfinite(totals)
 
 
 @attrs.frozen
@@ -96,15 +107,23 @@ class RowRewards:
         return groups if self.named else groups[_FLAT]
 
     def unsummable_groups(self, gated: Sequence[str] | None, num_generations: int) -> set[int]:
-        """Groups with a missing or non-finite value in a component outside ``gated``."""
-        if gated is None or not self.named:
-            return set()  # every component is gated: the session reports its own problems
-        found: set[int] = set()
-        for name, column in self.columns.items():
-            if name not in gated:
-                bad = (row for row, value in enumerate(column) if not _summable(value))
-                found.update(row // num_generations for row in bad)
-        return found
+        """
+        Groups with a row that twinkle cannot sum to a finite float32 total.
+
+        A value outside ``gated`` that is missing, not a number or not finite; or a row of
+        finite numbers whose float32 sum is not finite (``1e39`` in any component). A
+        gated component's own problems are the session's to report.
+        """
+        columns = list(self.columns.values())
+        ungated = set() if gated is None or not self.named else set(self.columns) - set(gated)
+        found = {
+            row for name in ungated for row, value in enumerate(self.columns[name]) if not _summable(value)
+        }
+        numbers_only = [row for row in range(self.rows) if all(_summable(column[row]) for column in columns)]
+        if numbers_only:
+            totals = _float32_totals([[float(column[row]) for column in columns] for row in numbers_only])
+            found.update(row for row, finite in zip(numbers_only, totals.tolist(), strict=True) if not finite)
+        return {row // num_generations for row in found}
 
     def take(self, rows: Sequence[int]) -> RowRewards:
         """The rewards of ``rows``, in that order."""
