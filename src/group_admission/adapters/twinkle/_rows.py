@@ -9,6 +9,7 @@ receives for the rows that are kept.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,18 +18,21 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ..._validation import describe, is_finite
-from .._adapter_runtime import chunk
+from ..._validation import describe
+from .._adapter_runtime import chunk, scalar_reward
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["UNSUMMABLE_REWARD", "RowRewards", "chunk"]
+__all__ = ["UNSUMMABLE_REWARD", "WRONG_GROUP_SIZE", "RowRewards", "chunk"]
 
 #: The external reason of a group with a row that has no finite total: a component outside
 #: ``gate_on`` is missing, not a number or not finite, or the row's sum is not finite in float32,
 #: the dtype twinkle's ``GRPOAdvantage`` sums every component in.
 UNSUMMABLE_REWARD = "unsummable_reward"
+#: The external reason of a group whose request the sampler answered with another number of
+#: sequences than asked: twinkle's ``GRPOAdvantage`` views the rows as groups of exactly G.
+WRONG_GROUP_SIZE = "wrong_group_size"
 _FLAT = "reward"  # the component name of a plain list of rewards
 
 
@@ -42,8 +46,9 @@ def _as_list(values: Any, name: str) -> list[Any]:
 
 
 def _summable(value: Any) -> bool:
-    """A finite real number (a bool too, as the gates read it), an int beyond the float range not."""
-    return isinstance(value, numbers.Real) and is_finite(value)
+    """A finite number as the adapters read one (a bool, a 0-d tensor); an int beyond the float range not."""
+    number, _ = scalar_reward(value)
+    return number is not None and math.isfinite(number)
 
 
 def _float32_totals(rows: list[list[Any]]) -> npt.NDArray[np.bool_]:
@@ -101,10 +106,29 @@ class RowRewards:
         """The number of completions."""
         return len(next(iter(self.columns.values())))
 
-    def grouped(self, num_generations: int) -> dict[str, list[list[Any]]] | list[list[Any]]:
-        """The rewards as ``(groups, G)`` lists, in the form the session takes."""
-        groups = {name: chunk(column, num_generations) for name, column in self.columns.items()}
-        return groups if self.named else groups[_FLAT]
+    def grouped(
+        self, num_generations: int
+    ) -> tuple[dict[str, list[list[Any]]] | list[list[Any]], dict[int, list[str]]]:
+        """
+        The rewards as ``(groups, G)`` lists of numbers, in the form the session takes, and problems.
+
+        A value that is no number (text, a list, a mapping) is a missing member for the
+        session, and its group is named with the problem (``non_numeric_reward``...), as the
+        other adapters read their hosts' rewards.
+        """
+        problems: dict[int, list[str]] = {}
+        columns: dict[str, list[Any]] = {}
+        for name, column in self.columns.items():
+            values: list[Any] = []
+            for row, value in enumerate(column):
+                number, problem = scalar_reward(value)
+                values.append(value if isinstance(value, numbers.Real) else number)  # a number as given
+                found = problems.setdefault(row // num_generations, [])
+                if problem is not None and problem not in found:
+                    found.append(problem)
+            columns[name] = values
+        groups = {name: chunk(column, num_generations) for name, column in columns.items()}
+        return (groups if self.named else groups[_FLAT]), problems
 
     def unsummable_groups(self, gated: Sequence[str] | None, num_generations: int) -> set[int]:
         """
