@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from .._adapter_runtime import scalar_reward
+from .._adapter_runtime import WRONG_GROUP_SIZE, scalar_reward
 from ._settings import SCORES
 
 __all__ = [
@@ -33,9 +33,6 @@ GENERATION_FAILED = "generation_failed"
 EMPTY_GROUP = "empty_group"
 #: External reason of a member whose ``info`` lacks a ``gate_on`` key.
 MISSING_INFO_KEY = "missing_info_key"
-#: External reason of a group of another size than ``n_samples_per_prompt``: OpenRLHF's advantages
-#: view the rows as groups of exactly ``n``, so such a group must not reach them.
-WRONG_GROUP_SIZE = "wrong_group_size"
 
 
 @attrs.frozen(kw_only=True)

@@ -17,7 +17,7 @@ from ..._history_config import PromptHistoryConfig
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
-from .._adapter_runtime import chunk
+from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
 from .._adapter_step import admission_step, step_metrics
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
@@ -394,11 +394,6 @@ def _fill_slots(
             return  # surplus: more admitted groups than empty slots
         slots[slot] = (round_index, group)
         filled[slot] = True
-
-
-#: The external reason of a group with a row whose trained reward (TRL's weighted ``nansum`` of
-#: every reward function, in float32) is not finite: TRL would train it on NaN advantages.
-UNSUMMABLE_REWARD = "unsummable_reward"
 
 
 def unsummable(

@@ -19,20 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._validation import describe
-from .._adapter_runtime import chunk, scalar_reward
+from .._adapter_runtime import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE, chunk, scalar_reward
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["UNSUMMABLE_REWARD", "WRONG_GROUP_SIZE", "RowRewards", "chunk"]
 
-#: The external reason of a group with a row that has no finite total: a component outside
-#: ``gate_on`` is missing, not a number or not finite, or the row's sum is not finite in float32,
-#: the dtype twinkle's ``GRPOAdvantage`` sums every component in.
-UNSUMMABLE_REWARD = "unsummable_reward"
-#: The external reason of a group whose request the sampler answered with another number of
-#: sequences than asked: twinkle's ``GRPOAdvantage`` views the rows as groups of exactly G.
-WRONG_GROUP_SIZE = "wrong_group_size"
 _FLAT = "reward"  # the component name of a plain list of rewards
 
 

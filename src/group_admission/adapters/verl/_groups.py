@@ -17,11 +17,10 @@ from typing import Any
 import attrs
 
 from ..._exceptions import ConfigurationError
-from .._adapter_runtime import scalar_reward
+from .._adapter_runtime import UNSUMMABLE_REWARD, scalar_reward
 from ._settings import CANONICAL_REWARD
 
 __all__ = [
-    "UNSUMMABLE_REWARD",
     "GroupRewards",
     "build_group",
     "component_value",
@@ -30,11 +29,6 @@ __all__ = [
     "no_trajectories",
     "split_key",
 ]
-
-
-#: The external reason of a group with a trajectory whose reward verl trains on (the float32
-#: sum of ``rm_scores``) is not finite, when ``gate_on`` reads other components.
-UNSUMMABLE_REWARD = "unsummable_reward"
 
 
 def split_key(key: str) -> tuple[str, str, str]:
