@@ -7,7 +7,10 @@ slime's own tree (``SLIME_SRC``), with the scripted engine of the tests
 (``tests/adapters/slime/scripted_engine.py``) serving the simulator's groups on a virtual
 clock, and the simulator's ``SlimeWaves`` / ``StreamingLaunches`` on the same steps. Goal:
 streaming's time to target below slime's default waves at no more tokens than the
-simulator predicts for that setting; and every real figure equal to the simulator's.
+simulator predicts for that setting; every real figure equal to the simulator's; and every
+token the engine decodes reported by the rollout that decoded it (``reported_token_share``
+1.0; ``judged_token_share`` is the judged groups' share, all a rollout reported before the
+tokens of aborted and carried groups were charged).
 
 Needs slime's import dependencies: run it with the venv of ``.ci/slime-contracts``:
 
@@ -50,6 +53,7 @@ from group_admission.simulation import (  # noqa: E402
 )
 
 RESULTS = ROOT / "benchmarks" / "results" / "bench_slime_streaming.json"
+PREFIX = "rollout/group_admission/"
 POLICY = {"policy": {"min_reward_std": 1e-6}, "max_consecutive_failed_groups": None}
 BUDGET = {"max_extra_groups": 32}
 SLIME_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
@@ -101,6 +105,7 @@ def run_real(config: SimulationConfig, overrides: dict[str, Any], default: bool)
         )
         data_source = host.data_source(args)
         elapsed, resumed, delivered = 0.0, 0, 0
+        reported = {"judged": 0, "decoded": 0}  # the rollout's generated_tokens and decoded_tokens
         for rollout_id in range(config.steps):
             start = host.now()
             output = (host.default_rollout if default else host.streaming)(args, rollout_id, data_source)
@@ -110,12 +115,20 @@ def run_real(config: SimulationConfig, overrides: dict[str, Any], default: bool)
                 any(s.metadata.get("start_rollout_id", rollout_id) < rollout_id for s in group)
                 for group in output.samples
             )
+            reported["judged"] += output.metrics.get(f"{PREFIX}generated_tokens", 0)
+            reported["decoded"] += output.metrics.get(f"{PREFIX}decoded_tokens", 0)
         host.clear()
-        return {
+        tokens = sum(engine.tokens.values())
+        row: dict[str, Any] = {
             "time_per_step": elapsed / config.steps,
-            "tokens": sum(engine.tokens.values()),
+            "tokens": tokens,
             "resumed_share": resumed / delivered,
         }
+        if not default:
+            # Before every token was charged, the rollout reported the judged groups' tokens only.
+            row["judged_token_share"] = reported["judged"] / tokens
+            row["reported_token_share"] = reported["decoded"] / tokens
+        return row
     finally:
         patch.undo()
         runner.close()
@@ -165,10 +178,15 @@ def main() -> None:
             real["tokens_vs_slime"] = real["tokens"] / slime_row["tokens"]
             keys = ("time_per_step", "tokens", "resumed_share")
             same = all(real[key] == real[f"simulated_{key}"] for key in keys)
+            shares = ""
+            if "reported_token_share" in real:
+                reported, judged = real["reported_token_share"], real["judged_token_share"]
+                shares = f", tokens reported {reported:.0%} (judged {judged:.0%})"
             print(
                 f"    {name:32s} {real['time_vs_slime']:10.3f} {real['tokens_vs_slime']:12.3f} "
                 f"{real['resumed_share']:8.0%}   {'yes' if same else 'NO'} ({real['time_per_step']:.1f} vs "
                 f"{real['simulated_time_per_step']:.1f}, {real['tokens']} vs {real['simulated_tokens']})"
+                f"{shares}"
             )
         best = min(
             (

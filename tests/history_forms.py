@@ -1,5 +1,5 @@
 """
-The prompt history's JSON state read into plain lists and written back, in version 2 or 1.
+The prompt history's JSON state read into plain lists and written back, in version 3, 2 or 1.
 
 Written independently of the package's reader and writer, from the format the docs
 describe, so that a test can change a state's values (two at once, to make them contradict)
@@ -43,7 +43,7 @@ def key(prompt_id: int | str) -> str:
 
 def read(state: dict[str, Any]) -> dict[str, Any]:
     """
-    A version-2 state as plain data: the header, then ``records`` and ``pending`` as lists of rows.
+    A version-3 (or 2) state as plain data: the header, then ``records`` and ``pending`` as lists of rows.
 
     A record row is ``[prompt id, *RECORD_FIELDS]``; a pending row ``[prompt id, *PENDING_TYPES]``
     (``admitted`` a bool), rows in the order the state holds them.
@@ -63,6 +63,27 @@ def read(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def older(state: dict[str, Any]) -> dict[str, Any]:
+    """
+    A version-3 state as a version-2 or 1 state holds it: no re-checks, no wrong-skip bound
+    (what a history restored from one has: ``pool[6:]`` zeros, ``max_wrong_skip_share`` None).
+    """
+    config = {**state["config"], "max_wrong_skip_share": None}
+    return {**state, "config": config, "pool": [*state["pool"][:6], 0.0, 0.0]}
+
+
+def _old_header(data: dict[str, Any]) -> dict[str, Any]:
+    header = {name: data[name] for name in HEADER}
+    header["pool"] = data["pool"][:6]
+    header["config"] = {k: v for k, v in data["config"].items() if k != "max_wrong_skip_share"}
+    return header
+
+
+def write_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """:func:`read`'s data as a version-3 state: version 2's layout with the re-checks and the bound."""
+    return {**write_v2(data), **{name: data[name] for name in HEADER}, "version": 3}
+
+
 def write_v2(data: dict[str, Any]) -> dict[str, Any]:
     """:func:`read`'s data as a version-2 state (records sorted: int ids, then text ids)."""
     records = sorted(data["records"], key=lambda row: (isinstance(row[0], str), row[0]))
@@ -79,8 +100,7 @@ def write_v2(data: dict[str, Any]) -> dict[str, Any]:
     pending: dict[str, Any] = {"ids": [row[0] for row in waiting]}
     for index, (name, dtype) in enumerate(PENDING_TYPES.items(), start=1):
         pending[name] = _text([row[index] for row in waiting], dtype)
-    header = {name: data[name] for name in HEADER}
-    return {**header, "version": 2, "prompts": prompts, "pending": pending}
+    return {**_old_header(data), "version": 2, "prompts": prompts, "pending": pending}
 
 
 def write_v1(data: dict[str, Any]) -> dict[str, Any]:
@@ -90,5 +110,4 @@ def write_v1(data: dict[str, Any]) -> dict[str, Any]:
         [row[1], key(row[0]), row[2], row[3], row[4], row[5], row[6]]
         for row in sorted(data["pending"], key=lambda row: (row[2], row[3]))
     ]
-    header = {name: data[name] for name in HEADER}
-    return {**header, "version": 1, "records": records, "pending": pending}
+    return {**_old_header(data), "version": 1, "records": records, "pending": pending}

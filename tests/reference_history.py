@@ -78,9 +78,10 @@ class Record:
 class Pool:
     def __init__(self) -> None:
         self.weight = self.sum_rate = self.sum_square = self.inverse_size = self.admitted = 0.0
+        self.rechecks = self.rechecks_informative = 0.0
         self.step = 0
 
-    def add(self, o: Obs, decay: Any) -> None:
+    def add(self, o: Obs, decay: Any, rechecked: bool) -> None:
         if o.step > self.step:
             factor = decay(o.step - self.step)
             self.weight *= factor
@@ -88,6 +89,8 @@ class Pool:
             self.sum_square *= factor
             self.inverse_size *= factor
             self.admitted *= factor
+            self.rechecks *= factor
+            self.rechecks_informative *= factor
             self.step = o.step
         weight = decay(self.step - o.step)
         size = o.successes + o.failures
@@ -97,6 +100,9 @@ class Pool:
         self.sum_square += weight * rate * rate
         self.inverse_size += weight / size
         self.admitted += weight * o.admitted
+        if rechecked:
+            self.rechecks += weight
+            self.rechecks_informative += weight * o.admitted
 
     def fitted(self, factor: float) -> tuple[float, float]:
         if self.weight * factor < _MIN_FIT_WEIGHT:
@@ -146,9 +152,12 @@ class ReferenceHistory:
         steps = sorted({o.step for o in ready})
         for batch in ([o for o in ready if o.step == s] for s in steps):
             easy = hard = 0
-            for o in batch:
+            # Whether each was a re-check: would the pick at its step have skipped it?
+            posterior = self.config.mode == "posterior"
+            rechecked = [posterior and self.judge(o.key, o.step)[1] < self.threshold() for o in batch]
+            for o, again in zip(batch, rechecked, strict=True):
                 self.records.setdefault(o.key, Record()).add(o, self.decay)
-                self.pool.add(o, self.decay)
+                self.pool.add(o, self.decay, again)
                 rate = o.successes / (o.successes + o.failures)
                 easy += rate >= _EASY
                 hard += rate <= _HARD
@@ -157,6 +166,13 @@ class ReferenceHistory:
             nudge_easy = -_NUDGE if easy / count >= target / 3 else _NUDGE
             self.p_hard = min(_BOUNDS[1], max(_BOUNDS[0], self.p_hard + nudge_hard))
             self.p_easy = min(_BOUNDS[1], max(_BOUNDS[0], self.p_easy + nudge_easy))
+
+    def threshold(self) -> float:
+        bound = self.config.max_wrong_skip_share
+        if bound is None:
+            return self.config.skip_below
+        estimate = (self.pool.rechecks_informative + 20.0 * bound) / (self.pool.rechecks + 20.0)
+        return self.config.skip_below * min(1.0, bound / estimate)
 
     def judge(self, key: str, step: int) -> tuple[float, float, float, int]:
         config, record = self.config, self.records.get(key)
@@ -181,7 +197,7 @@ class ReferenceHistory:
             elif record is not None and record.hard:
                 keep = max(self.p_hard**record.hard, _FLOOR)
         else:
-            keep = 1.0 if informative >= config.skip_below else config.exploration
+            keep = 1.0 if informative >= self.threshold() else config.exploration
         return mean, informative, keep, 0 if record is None else record.groups
 
     def pick(self, prompt_ids: list[str | int], step: int) -> tuple[list[Any], list[Any], list[float]]:

@@ -29,7 +29,7 @@ from group_admission import (
     SamplingBudgetState,
 )
 from group_admission._drop_tracker import WINDOWS
-from history_forms import read, write_v1, write_v2
+from history_forms import older, read, write_v1, write_v2, write_v3
 
 GATE = {"min_reward_std": 1e-6}
 GROUPS = {
@@ -341,7 +341,7 @@ HISTORY_CORRUPTIONS: list[Corruption] = [
 @given(
     config=st.sampled_from(range(len(CONFIGS))),
     operations=st.lists(HISTORY_OPERATION, max_size=30),
-    version=st.sampled_from([1, 2]),
+    version=st.sampled_from([1, 2, 3]),
     data=st.data(),
 )
 def test_a_history_state_whose_fields_contradict_is_refused_in_either_version(
@@ -350,14 +350,51 @@ def test_a_history_state_whose_fields_contradict_is_refused_in_either_version(
     history = _history(CONFIGS[config], operations)
     state = json.loads(json.dumps(history.to_dict()))
     parsed = read(state)
-    write = write_v1 if version == 1 else write_v2
-    assert state == PromptHistory.from_dict(write(parsed)).to_dict()  # the real state, rewritten, restores
+    write = {1: write_v1, 2: write_v2, 3: write_v3}[version]
+    # The real state, rewritten, restores (an older version without its re-checks and bound).
+    assert (state if version == 3 else older(state)) == PromptHistory.from_dict(write(parsed)).to_dict()
     name, _, corrupt = data.draw(
         st.sampled_from(_applicable(HISTORY_CORRUPTIONS, parsed)), label="corruption"
     )
     corrupt(parsed)
 
     _refused(PromptHistory.from_dict, json.loads(json.dumps(write(parsed))), name)
+
+
+RECHECK_CORRUPTIONS: list[Corruption] = [
+    (
+        "re-checks above the pool's weight",
+        lambda d: d["folded"][0] > 0,
+        lambda d: d["pool"].__setitem__(6, d["pool"][0] + 1.0),
+    ),
+    (
+        "informative re-checks above the re-checks",
+        lambda d: d["folded"][0] > 0,
+        lambda d: d["pool"].__setitem__(7, d["pool"][6] + 1.0),
+    ),
+    (
+        "re-checks in a history that folded nothing",
+        lambda d: d["folded"][0] == 0,
+        lambda d: d["pool"].__setitem__(6, 1.0),
+    ),
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    config=st.sampled_from(range(len(CONFIGS))),
+    operations=st.lists(HISTORY_OPERATION, max_size=30),
+    data=st.data(),
+)
+def test_contradictory_rechecks_are_refused(
+    config: int, operations: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    parsed = read(json.loads(json.dumps(_history(CONFIGS[config], operations).to_dict())))
+    name, _, corrupt = data.draw(
+        st.sampled_from(_applicable(RECHECK_CORRUPTIONS, parsed)), label="corruption"
+    )
+    corrupt(parsed)
+    _refused(PromptHistory.from_dict, json.loads(json.dumps(write_v3(parsed))), name)
 
 
 # -- the budget state ------------------------------------------------------------------------------------

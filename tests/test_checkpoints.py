@@ -221,7 +221,13 @@ def test_every_single_field_corruption_of_a_budget_state_restores_exactly_or_is_
 
 # -- version 1 of the history state: restored into version 2, exactly ------------------------------
 def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
-    """A version-2 state written as version 1 (records by key, pending by number), independently."""
+    """
+    A version-3 state written as version 1 (records by key, pending by number), independently.
+
+    Version 1 has no re-checks: a history restored from it has none and no wrong-skip bound.
+    """
+    assert state["pool"][6:] == [0.0, 0.0]  # nothing re-checked since the version-1 state
+    assert state["config"]["max_wrong_skip_share"] is None
     return write_v1(read(state))
 
 
@@ -343,7 +349,11 @@ def test_a_contradictory_session_state_is_refused(name: str, edit: Any, message:
 
 
 HISTORY_ROWS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
-    ("version True", lambda s: s.update(version=True), "not a version-2 (or version-1) prompt history"),
+    (
+        "version True",
+        lambda s: s.update(version=True),
+        "not a version-3 (or version-1, version-2) prompt history",
+    ),
     ("version 1.0", lambda s: s.update(version=1.0), "(got 'group-admission/prompt-history' version 1.0)"),
     ("a record twice", lambda s: s["records"].append(list(s["records"][0])), "each prompt once"),
     (

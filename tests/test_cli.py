@@ -13,8 +13,10 @@ from typing import Any, ClassVar
 import attrs
 import pytest
 
-from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+import group_admission
+from group_admission import ConfigurationError, GroupAdmissionConfig, SamplingBudgetConfig
 from group_admission._cli import _build_parser, main
+from group_admission._loading import load_yaml_mapping
 from group_admission.simulation import (
     BinaryTaskModel,
     CompositeTaskModel,
@@ -67,8 +69,9 @@ class TestHelp:
         assert "simulate" in out
 
     def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The installed version (pyproject's, tests/test_versions.py: 0.2.0.dev0 until 0.2.0 is released)."""
         code, out, _ = run(capsys, "--version")
-        assert (0, "group-admission 0.1.0") == (code, out.strip())
+        assert (0, f"group-admission {group_admission.__version__}") == (code, out.strip())
 
 
 class TestSimulate:
@@ -340,6 +343,20 @@ def test_bad_config_files_fail_with_one_line(
     assert message in err
     assert err.startswith("group-admission explain: error: ")
     assert 1 == len(err.strip().splitlines())
+
+
+@pytest.mark.parametrize("value", ["3", "false", "[]", "''"])
+def test_a_section_is_read_by_the_librarys_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str
+) -> None:
+    """The CLI refuses a section that is no mapping as ``load_yaml_mapping(key=...)`` does, word for word."""
+    path = write(tmp_path, f"policy: {value}\n")
+    with pytest.raises(ConfigurationError) as refused:
+        load_yaml_mapping(path, key="policy")
+
+    code, _, err = run(capsys, "explain", path)
+
+    assert (2, f"group-admission explain: error: {refused.value}") == (code, err.strip())
 
 
 def test_simulate_reports_bad_config_files_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

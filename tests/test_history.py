@@ -128,6 +128,9 @@ class TestConfig:
             ({"group_size": 8, "half_life": 0}, ValueError, "'half_life' must be None or a finite"),
             ({"group_size": 8, "half_life": "long"}, TypeError, "'half_life' must be None or a number"),
             ({"group_size": 8, "seed": -1}, ValueError, "'seed' must be >= 0"),
+            ({"group_size": 8, "max_wrong_skip_share": 0}, ValueError, "'max_wrong_skip_share' must be in"),
+            ({"group_size": 8, "max_wrong_skip_share": 1.5}, ValueError, "'max_wrong_skip_share' must be in"),
+            ({"group_size": 8, "max_wrong_skip_share": "low"}, TypeError, "'max_wrong_skip_share' must be"),
             ({"group_size": 8, "colour": 1}, ValueError, "unknown key"),
         ],
     )
@@ -332,6 +335,75 @@ class TestPick:
         assert middling.estimate("new", step=2).informative_probability > 0.3
 
 
+class TestWrongSkipBound:
+    """The share of skipped prompts that would have been informative, measured on re-checks, bounded."""
+
+    @staticmethod
+    def _run(history: PromptHistory, informative: bool, steps: int = 40) -> None:
+        """
+        Prompts that look dead for 6 steps, then every re-check of them is informative (or not).
+
+        The first 6 steps observe every prompt, picked or not: from the second on, each is a
+        re-check that stayed dead.
+        """
+        prompts = list(range(400))
+        _feed(history, 6, dict.fromkeys(prompts, 0))
+        for step in range(6, 6 + steps):
+            for prompt in history.pick(prompts, step=step).picked:
+                history.observe(prompt, _decision(4 if informative else 0), step=step)
+
+    def test_re_checks_that_turn_informative_shrink_the_threshold(self) -> None:
+        history = _history(prior=(0.5, 0.5), exploration=0.2, max_wrong_skip_share=0.1)
+        self._run(history, informative=True, steps=3)
+        report = history.skip_report(step=9)
+        assert report.rechecks > 300  # the dead re-checks of the first steps, then the live ones
+        assert report.rechecks_informative > 30
+        assert report.wrong_skip_share is not None
+        assert report.wrong_skip_share > 0.1  # above the bound: the threshold shrinks
+        assert report.skip_below == pytest.approx(0.1 * 0.1 / report.wrong_skip_share)
+
+    def test_re_checks_that_stay_dead_keep_the_threshold(self) -> None:
+        history = _history(prior=(0.5, 0.5), exploration=0.2, max_wrong_skip_share=0.1)
+        self._run(history, informative=False, steps=3)
+        report = history.skip_report(step=9)
+        assert report.rechecks > 300
+        assert report.rechecks_informative == 0.0
+        assert report.skip_below == 0.1
+        assert len(history.pick(list(range(400)), step=9).skipped) > 250
+
+    def test_without_a_bound_the_re_checks_are_measured_and_nothing_shrinks(self) -> None:
+        history = _history(prior=(0.5, 0.5), exploration=0.2, max_wrong_skip_share=None)
+        self._run(history, informative=True, steps=3)
+        report = history.skip_report(step=9)
+        assert report.rechecks > 30
+        assert report.wrong_skip_share is None
+        assert report.skip_below == 0.1
+
+    def test_nothing_is_re_checked_before_anything_is_skipped(self) -> None:
+        history = _history()
+        _feed(history, 3, {"live": 4})
+        report = history.skip_report(step=3)
+        assert (report.rechecks, report.rechecks_informative) == (0.0, 0.0)
+        assert report.wrong_skip_share == pytest.approx(0.1)
+
+    @given(informative=st.booleans(), steps=st.integers(1, 6), exploration=st.floats(0.05, 1.0))
+    def test_the_measured_share_is_a_share_and_the_threshold_never_grows(
+        self, informative: bool, steps: int, exploration: float
+    ) -> None:
+        history = _history(prior=(0.5, 0.5), exploration=exploration)
+        self._run(history, informative=informative, steps=steps)
+        report = history.skip_report(step=6 + steps)
+        assert 0.0 <= report.rechecks_informative <= report.rechecks
+        assert 0.0 < (report.wrong_skip_share or 0.0) <= 1.0
+        assert 0.0 < report.skip_below <= history.config.skip_below
+        restored = PromptHistory.from_dict(json.loads(json.dumps(history.to_dict())))
+        assert restored.skip_report(step=6 + steps) == report
+
+    def test_a_bad_step_is_refused(self) -> None:
+        with pytest.raises(ValueError, match=r"'step' must be >= 0 \(got -1\)"):
+            _history().skip_report(step=-1)
+
+
 class TestGreso:
     def test_keep_probability_is_p_to_the_streak_with_a_floor(self) -> None:
         history = _history(mode="greso", greso_p_easy=0.5, greso_p_hard=0.5)
@@ -396,8 +468,8 @@ class TestState:
         [
             (lambda d: d.pop("prompts"), "missing key"),
             (lambda d: d.update(extra=1), "unknown key"),
-            (lambda d: d.update(format="other"), "not a version-2 (or version-1) prompt history"),
-            (lambda d: d.update(version=True), "not a version-2 (or version-1) prompt history"),
+            (lambda d: d.update(format="other"), "not a version-3 (or version-1, version-2) prompt history"),
+            (lambda d: d.update(version=True), "not a version-3 (or version-1, version-2) prompt history"),
             (lambda d: d.update(version=2.0), "(got 'group-admission/prompt-history' version 2.0)"),
             (lambda d: d["config"].update(group_size=0), "'config'"),
             (lambda d: _column(d, "prompts", "successes", lambda c: c - 1e9), "must be finite numbers >= 0"),
@@ -409,7 +481,7 @@ class TestState:
             (lambda d: _column(d, "pending", "sequence", lambda c: c + 10**6), "numbered at or past"),
             (lambda d: _column(d, "pending", "sequence", lambda c: c * 0), "each observation once"),
             (lambda d: _column(d, "pending", "successes", lambda c: c * 0.0), None),
-            (lambda d: d.update(pool=[1.0]), "'pool' must be a list of 6"),
+            (lambda d: d.update(pool=[1.0]), "'pool' must be a list of 8"),
             (lambda d: d.update(rank=True), "'rank' must be an integer"),
         ],
     )

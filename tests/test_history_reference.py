@@ -110,10 +110,10 @@ def test_a_version_1_state_restores_exactly_and_replays_its_picks(name: str) -> 
             assert groups == estimate.groups
             assert _same(mean, estimate.pass_rate)
             assert (informative, keep) == (estimate.informative_probability, estimate.keep_probability)
-    # Written again as version 2, it restores to the same history.
+    # Written again as version 3, it restores to the same history.
     again = PromptHistory.from_dict(json.loads(json.dumps(history.to_dict())))
     assert again.to_dict() == history.to_dict()
-    assert 2 == again.to_dict()["version"]
+    assert 3 == again.to_dict()["version"]
 
 
 @pytest.mark.parametrize("name", ["posterior", "greso", "admissions"])

@@ -21,6 +21,7 @@ from group_admission import (
     CheckpointError,
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
+    RejectionReason,
     group_admission_metrics,
 )
 
@@ -197,6 +198,23 @@ def test_to_dict_is_json_safe_and_round_trips() -> None:
 
     assert stats == restored
     assert stats.metrics() == restored.metrics()
+
+
+def test_every_reason_has_its_count_named_after_it() -> None:
+    """One count per RejectionReason, read from the counts it names (none hand-written per reason)."""
+    given = {reason.value: code for code, reason in enumerate(RejectionReason, start=1)}
+    counts = {
+        "candidates": sum(given.values()),
+        "admitted": 0,
+        **given,
+        "reward_rejected": given["near_tie"],
+        "near_duplicate_rejected": given["redundant"],
+        "fallback_admitted": 0,
+    }
+    stats = AdmissionStats.from_dict({"counts": counts, "external_details": {"stale": given["external"]}})
+
+    assert given == {reason.value: getattr(stats, reason.value) for reason in RejectionReason}
+    assert "Groups rejected as ``near_tie``." == AdmissionStats.near_tie.__doc__
 
 
 def test_reset_returns_the_snapshot_and_zeroes() -> None:

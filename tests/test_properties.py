@@ -9,6 +9,7 @@ import random
 import threading
 from typing import Any
 
+import attrs
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,15 +19,12 @@ from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
     RejectionReason,
+    _checks,
     group_admission_metrics,
 )
 from strategies import configs, dyadic_groups, float_groups, reward_matrices
 
-REWARD_CHECKS = {
-    "reward_std_below_threshold",
-    "reward_range_below_threshold",
-    "insufficient_nontrivial_advantages",
-}
+REWARD_CHECKS = {check.name for check in _checks.TABLE.reward}
 
 
 @given(config=configs(), rewards=dyadic_groups, seed=st.integers(0, 2**16))
@@ -140,12 +138,7 @@ def test_a_group_of_one_rollout_is_judged_as_identical_rewards(
     ids = ["only"] * size if with_ids else None
     decision = policy.evaluate([reward] * size, texts, rollout_ids=ids)
     batch = policy.evaluate_batch([[reward] * size], [texts], rollout_ids=None if ids is None else [ids])
-    gates = (
-        ("reward_std_below_threshold", config.min_reward_std > 0),
-        ("reward_range_below_threshold", config.min_reward_range > 0),
-        ("insufficient_nontrivial_advantages", config.min_nontrivial_advantages > 0),
-    )
-    enabled = tuple(check for check, on in gates if on)
+    enabled = tuple(check.name for check in _checks.TABLE.reward if check.enabled(config))
 
     assert 1 == decision.unique_rollouts
     assert decision.admitted == (not config.reward_gate_enabled)
@@ -304,16 +297,10 @@ def _batches(draw: st.DrawFn) -> dict[str, Any]:
         rewards: Any = {"accuracy": matrix(_ELEMENTS), "length": matrix(_ELEMENTS)}
     else:
         gate_on, rewards = None, matrix(_ELEMENTS)
-    similarity = draw(st.sampled_from([None, 0.3, 0.9]))
-    with_texts = similarity is not None or draw(st.booleans())
+    config = attrs.evolve(draw(configs(similarity=True)), gate_on=gate_on)
+    with_texts = config.similarity_gate_enabled or draw(st.booleans())
     return {
-        "config": GroupAdmissionConfig(
-            min_reward_std=draw(st.sampled_from([0.0, 1e-6, 0.3])),
-            min_reward_range=draw(st.sampled_from([0.0, 0.5])),
-            min_nontrivial_advantages=draw(st.integers(0, 2)),
-            max_mean_pairwise_similarity=similarity,
-            gate_on=gate_on,
-        ),
+        "config": config,
         "rewards": rewards,
         "completions": matrix(_TEXTS) if with_texts else None,
         "rollout_ids": matrix(st.sampled_from([0, 1, 2, None])) if draw(st.booleans()) else None,

@@ -49,6 +49,7 @@ PUBLIC = {
     "ngram_jaccard",
     "parse_state",
     "SessionConfig",
+    "SkipReport",
     "TokenTally",
     "loss_scale",
 }

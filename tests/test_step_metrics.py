@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from group_admission import AdmissionSession, SamplingBudgetConfig, StepReport
 from group_admission._reasons import STEP_COUNTS
@@ -115,3 +120,52 @@ def test_the_simulator_counts_a_step_under_the_same_names_and_meanings(
         assert metrics["generated_tokens"] == outcome.generated_tokens
         assert metrics["sampling_rounds"] == outcome.rounds
     assert any(outcome.surplus_groups for outcome in outcomes)  # the steps where the names could differ
+
+
+# -- the samples handed to the trainer without a trainable token ---------------------------
+MASKS = st.one_of(
+    st.none(),
+    st.lists(st.integers(0, 1), max_size=6),
+    st.lists(st.floats(0, 1, allow_nan=False), max_size=6),
+)
+
+
+@given(masks=st.lists(MASKS, max_size=12))
+def test_masked_samples_are_the_masks_without_a_nonzero_entry(masks: list[Any]) -> None:
+    report = short_step().with_loss_masks(iter(masks))
+
+    masked = sum(mask is not None and not any(mask) for mask in masks)
+    metrics = report.metrics(prefix="p/")
+    assert (masked, len(masks)) == (report.masked_samples, report.returned_samples)
+    assert masked == metrics["p/masked_samples"]
+    assert metrics["p/masked_sample_share"] == (masked / len(masks) if masks else 0.0)
+    assert attrs.evolve(report, masked_samples=None, returned_samples=None) == short_step()
+
+
+def test_masks_may_be_arrays_and_tensors_and_unmeasured_reports_say_nothing() -> None:
+    torch = pytest.importorskip("torch")
+    masks = [np.zeros(3), torch.zeros(2, dtype=torch.bool), torch.tensor([0, 1]), (1,), None]
+
+    report = short_step().with_loss_masks(masks)
+
+    assert (2, 5, 0.4) == (
+        report.masked_samples,
+        report.returned_samples,
+        report.metrics()["masked_sample_share"],
+    )
+    assert not {"masked_samples", "masked_sample_share"} & set(short_step().metrics())
+
+
+BAD_MASKS: list[tuple[str, Any, str]] = [
+    ("a string", "0011", r"'loss_masks' must be an iterable of loss masks, one per sample \(got '0011'\)"),
+    ("a number", 3, r"'loss_masks' must be an iterable of loss masks, one per sample \(got 3\)"),
+    ("a mask of text", [["a", "b"]], r"'loss_masks\[0\]' must be a sequence of 0/1 numbers"),
+    ("a 2-D mask", [[1], [[1, 0]]], r"'loss_masks\[1\]' must be a sequence of 0/1 numbers"),
+    ("a scalar mask", [0], r"'loss_masks\[0\]' must be a sequence of 0/1 numbers \(got 0\)"),
+]
+
+
+@pytest.mark.parametrize(("masks", "match"), [c[1:] for c in BAD_MASKS], ids=[c[0] for c in BAD_MASKS])
+def test_bad_loss_masks_are_refused_naming_the_field(masks: Any, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        short_step().with_loss_masks(masks)

@@ -1,18 +1,22 @@
 """
-The eight arms and the bench's settings (the CPU bench, its quick smoke, the GPU bench).
+The arms and the bench's settings (the CPU bench, its quick smoke, the GPU bench).
 
 Every arm runs an :class:`~group_admission.AdmissionSession`; they differ only in the
-reward the advantages are computed from, the session's policy and budget, and where
-prompts come from (the stream, a :class:`~group_admission.PromptHistory`, or a streaming
-plan with partial rollout).
+reward the advantages are computed from, the session's policy, budget and loss scale, and
+where prompts come from (the stream, a :class:`~group_admission.PromptHistory`, or a
+streaming plan with partial rollout). ``recommended`` is built from
+``SessionConfig.preset("recommended")``, exactly as the README tells users to start;
+``oracle_skip`` measures the limit of pre-generation allocation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
+
+from group_admission import SessionConfig
 
 from .model import ModelSize
 
@@ -47,6 +51,18 @@ class Arm:
         streaming: Launch with ``session.stream_plan`` and carry unfinished groups (partial rollout).
         padded_loss: Rejected groups stay in the loss at zero advantage (a diagnostic: the
             gradient of the gated arm at the loss scale of training on every group).
+        loss_scale: The session's loss-scale mode; the step's loss (a token mean over its
+            trained groups) is multiplied by ``StepReport.loss_scale``. ``"kept"`` is what
+            the eight original arms trained with.
+        oracle: Never pay for a group without outcome spread: such groups are found by the
+            bench's common random numbers, never judged, charged or trained on (the limit
+            of pre-generation allocation; a measurement, not a strategy).
+        budget_share: The share of the profile's token budget the arm runs for (the oracle
+            needs a fraction of it to reach plain's accuracy, and decodes several times more
+            than it is charged).
+        preset: Build the session (and the prompt history) from this
+            ``SessionConfig`` preset, gated on the outcome; ``admission``, ``budget``,
+            ``history`` and ``loss_scale`` are then read from it.
     """
 
     name: str
@@ -57,9 +73,29 @@ class Arm:
     history: Mapping[str, Any] | None = None
     streaming: bool = False
     padded_loss: bool = False
+    loss_scale: str = "kept"
+    oracle: bool = False
+    budget_share: float = 1.0
+    preset: str | None = None
+
+    def resolved(self) -> Arm:
+        """This arm with a preset's settings spelled out (itself when it has none)."""
+        if self.preset is None:
+            return self
+        config = SessionConfig.preset(self.preset, policy={"gate_on": ["outcome"]}).to_dict()
+        return attrs.evolve(
+            self,
+            admission=config["policy"],
+            budget=config["budget"],
+            history=config["history"],
+            loss_scale=config["loss_scale"],
+            preset=None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe description."""
+        """A JSON-safe description (a preset's settings spelled out)."""
+        if self.preset is not None:
+            return self.resolved().to_dict() | {"preset": self.preset}
         return {
             "name": self.name,
             "label": self.label,
@@ -69,6 +105,10 @@ class Arm:
             "history": None if self.history is None else dict(self.history),
             "streaming": self.streaming,
             "padded_loss": self.padded_loss,
+            "loss_scale": self.loss_scale,
+            "oracle": self.oracle,
+            "budget_share": self.budget_share,
+            "preset": self.preset,
         }
 
 
@@ -103,6 +143,24 @@ ARMS: tuple[Arm, ...] = (
         budget=STREAM,
         streaming=True,
     ),
+    # The loss scale after filtering: a constant normaliser, and RAGEN's sqrt of the kept
+    # fraction (its linear fraction is the constant one when nothing is resampled).
+    Arm("gated_target", "gated, loss at the target's scale", admission=GATE_ON_OUTCOME, loss_scale="target"),
+    Arm(
+        "gated_sqrt",
+        "gated, loss x sqrt(kept fraction) (RAGEN)",
+        admission=GATE_ON_OUTCOME,
+        loss_scale="sqrt",
+    ),
+    Arm("recommended", "SessionConfig.preset('recommended'), gated on the outcome", preset="recommended"),
+    Arm(
+        "oracle_skip",
+        "never pays for a group without outcome spread (the limit; measurement only)",
+        admission=GATE_ON_OUTCOME,
+        loss_scale="target",
+        oracle=True,
+        budget_share=0.7,
+    ),
 )
 ARM_NAMES: tuple[str, ...] = tuple(arm.name for arm in ARMS)
 # Not bench arms: run only when named (``--arms gated_padded``).
@@ -112,6 +170,50 @@ DIAGNOSTIC_ARMS: tuple[Arm, ...] = (
         "gated, rejected groups in the loss at zero advantage (plain's loss scale)",
         admission=GATE_ON_OUTCOME,
         padded_loss=True,
+    ),
+    Arm(
+        "history_target",
+        "gated + resampling + PromptHistory, loss at the target's scale",
+        admission=GATE_ON_OUTCOME,
+        budget=RESAMPLE,
+        history={"half_life": 150},
+        loss_scale="target",
+    ),
+    Arm(
+        "gated_resample_target",
+        "gated + resampling, loss at the target's scale (history_target without the history)",
+        admission=GATE_ON_OUTCOME,
+        budget=RESAMPLE,
+        loss_scale="target",
+    ),
+    *(
+        Arm(
+            f"history_target_{name}",
+            f"history_target with {description}",
+            admission=GATE_ON_OUTCOME,
+            budget=RESAMPLE,
+            history=history,
+            loss_scale="target",
+        )
+        for name, description, history in (
+            ("skip20", "skip_below 0.2", {"half_life": 150, "skip_below": 0.2}),
+            ("skip30", "skip_below 0.3", {"half_life": 150, "skip_below": 0.3}),
+            ("noforget", "no forgetting", {"skip_below": 0.1}),
+        )
+    ),
+    *(
+        Arm(
+            f"skip_{name}",
+            f"gated, one round of prompts the history keeps ({description}), loss at the target's scale",
+            admission=GATE_ON_OUTCOME,
+            history=history,
+            loss_scale="target",
+        )
+        for name, description, history in (
+            ("10", "skip_below 0.1", {"half_life": 150}),
+            ("20", "skip_below 0.2", {"half_life": 150, "skip_below": 0.2}),
+            ("30", "skip_below 0.3", {"half_life": 150, "skip_below": 0.3}),
+        )
     ),
 )
 KNOWN_ARMS: dict[str, Arm] = {arm.name: arm for arm in (*ARMS, *DIAGNOSTIC_ARMS)}
@@ -139,6 +241,8 @@ class Profile:
         workers: Runs in parallel by default.
         seeds: Seeds by default.
         arms: Arms by default.
+        long_seeds: Seeds by default for ``long_arms`` (the comparisons the conclusions rest on).
+        long_arms: Arms run on ``long_seeds`` seeds.
     """
 
     name: str
@@ -161,6 +265,14 @@ class Profile:
     workers: int = 2
     seeds: int = 5
     arms: tuple[str, ...] = ARM_NAMES
+    long_seeds: int = 8
+    long_arms: tuple[str, ...] = ("plain", "recommended", "oracle_skip")
+
+    def seeds_of(self, arm: str, seeds: Sequence[int] | None = None) -> list[int]:
+        """The seeds ``arm`` runs on: ``seeds`` when given, else the profile's (longer for ``long_arms``)."""
+        if seeds is not None:
+            return list(seeds)
+        return list(range(self.long_seeds if arm in self.long_arms else self.seeds))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe description."""
@@ -168,6 +280,7 @@ class Profile:
         data["size"]["parameters"] = self.size.parameters()
         data["warm_target"] = dict(self.warm_target)
         data["arms"] = list(self.arms)
+        data["long_arms"] = list(self.long_arms)
         return data
 
 
@@ -182,6 +295,7 @@ PROFILES: dict[str, Profile] = {
         warm_max_steps=400,
         workers=1,
         seeds=1,
+        long_seeds=1,
     ),
     # One GPU: a wider, deeper model built and warm-started on the device; 3 arms x 3 seeds.
     "cuda": Profile(
@@ -191,9 +305,10 @@ PROFILES: dict[str, Profile] = {
         token_budget=150_000,
         evaluations=15,
         device="cuda",
-        workers=1,
         seeds=3,
-        arms=("plain", "zero_std_total", "gated"),
+        long_seeds=3,
+        arms=("plain", "zero_std_total", "gated", "gated_target", "recommended", "oracle_skip"),
+        workers=6,
     ),
 }
 

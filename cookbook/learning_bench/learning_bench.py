@@ -110,14 +110,19 @@ def prepare_task(profile: Profile, task: Task, split: Split) -> dict[str, Any]:
     }
 
 
-def run_job(job: tuple[str, str, int, Profile, Split, Mapping[str, Any]]) -> dict[str, Any]:
-    """One run (in a worker): one torch thread, the arm, the task, the seed."""
+Job = tuple[str, str, int, Profile, Split, Mapping[str, Any], float | None]
+
+
+def run_job(job: Job) -> dict[str, Any] | None:
+    """One run (in a worker): one torch thread, the arm, the task, the seed; ``None`` past the deadline."""
     import torch
 
     from learning_bench.runner import run_arm
 
     torch.set_num_threads(1)
-    arm, task, seed, profile, split, weights = job
+    arm, task, seed, profile, split, weights, deadline = job
+    if deadline is not None and time.time() > deadline:
+        return None
     return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
 
 
@@ -126,10 +131,12 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _run_all(jobs: list[Any], workers: int) -> list[dict[str, Any]]:
+def _run_all(jobs: list[Job], workers: int) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
 
-    def done(run: dict[str, Any]) -> None:
+    def done(run: dict[str, Any] | None) -> None:
+        if run is None:  # past the deadline: not run
+            return
         runs.append(run)
         print(
             f"[{len(runs)}/{len(jobs)}] {run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
@@ -149,29 +156,54 @@ def _run_all(jobs: list[Any], workers: int) -> list[dict[str, Any]]:
 
 
 def run_bench(
-    profile: Profile, tasks: Sequence[str], arms: Sequence[str], seeds: Sequence[int], *, workers: int
+    profile: Profile,
+    tasks: Sequence[str],
+    arms: Sequence[str],
+    seeds: Sequence[int] | None,
+    *,
+    workers: int,
+    deadline_s: float | None = None,
 ) -> dict[str, Any]:
-    """Warm-start each task, run every (task, arm, seed), and summarise."""
+    """
+    Warm-start each task, run every (task, arm, seed), and summarise (``seeds``: the profile's).
+
+    With ``deadline_s``, runs not started that many seconds after the start are left out (the
+    report's ``setup.seeds`` says which ran).
+    """
     import torch
 
     torch.set_num_threads(1)
     wall, cpu, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()
+    deadline = None if deadline_s is None else time.time() + deadline_s
     split = make_split(profile.held_out, profile.pool, profile.warm)
-    prepared = {name: prepare_task(profile, TASKS[name], split) for name in tasks}
+    prepared = {}
+    for name in tasks:
+        print(
+            f"warm start of {name}: supervised until validation accuracy {profile.warm_target[name]}",
+            flush=True,
+        )
+        prepared[name] = prepare_task(profile, TASKS[name], split)
     # Seed-major: a bench cut short still has every arm of the first seeds.
-    jobs = [
-        (arm, name, seed, profile, split, prepared[name]["weights"])
-        for seed in seeds
+    jobs: list[Job] = [
+        (arm, name, seed, profile, split, prepared[name]["weights"], deadline)
+        for seed in sorted({s for arm in arms for s in profile.seeds_of(arm, seeds)})
         for name in tasks
         for arm in arms
+        if seed in profile.seeds_of(arm, seeds)
     ]
+    print(f"{len(jobs)} runs on {workers} worker(s)", flush=True)
     runs = _run_all(jobs, workers)
     report: dict[str, Any] = {
         "setup": {
             "profile": profile.to_dict(),
             "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
             "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
-            "seeds": list(seeds),
+            "seeds": {
+                arm: sorted(r["seed"] for r in runs if r["arm"] == arm and r["task"] == tasks[0])
+                for arm in arms
+            },
+            "runs_left_out": len(jobs) - len(runs),
+            "limit_arm": "oracle_skip",
             "workers": workers,
             "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
         },
@@ -273,6 +305,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", default="runs/learning_bench", help="folder for the report, tables and plot")
     parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="start no run later than this many seconds (default: none)",
+    )
+    parser.add_argument(
         "--resummarise", metavar="JSON", default=None, help="rebuild the summary, tables and plot of a report"
     )
     return parser
@@ -292,12 +330,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         profile = attrs.evolve(profile, token_budget=args.tokens)
     arms = _names(args.arms, list(KNOWN_ARMS), "--arms") if args.arms else list(profile.arms)
     tasks = _names(args.tasks, list(TASKS), "--tasks")
-    seeds = _seeds(args.seeds) if args.seeds else list(range(profile.seeds))
+    seeds = _seeds(args.seeds) if args.seeds else None
     workers = profile.workers if args.workers is None else args.workers
     if workers < 1:
         raise SystemExit(f"--workers must be >= 1 (got {workers})")
     _check_device(profile.device)
-    report = run_bench(profile, tasks, arms, seeds, workers=workers)
+    report = run_bench(profile, tasks, arms, seeds, workers=workers, deadline_s=args.deadline_s)
     _write(report, Path(args.out))
     timing = report["timing"]
     print(f"bench: {timing['wall_s']:.0f}s wall, {timing['cpu_s']:.0f}s CPU; report: {args.out}")

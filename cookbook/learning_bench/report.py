@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "GAIN_SHARE",
     "format_tables",
     "paired",
+    "ratio",
     "runs_from_summary",
     "summarise_task",
     "t95",
@@ -65,16 +67,71 @@ def tokens_to_reach(curve: Sequence[Mapping[str, float]], target: float) -> int 
     return None
 
 
+#: The efficiency target: this share of plain's gain over the warm start, seed by seed.
+GAIN_SHARE = 0.9
+
+
+def ratio(
+    values: Sequence[float | None], reference: Sequence[float | None], bounds: Sequence[float]
+) -> dict[str, Any]:
+    """
+    The paired ratio ``values / reference`` over the seeds where the reference reached its
+    target: the geometric mean and the 95% t interval of the mean log ratio.
+
+    A run that never reached the target is counted at its lower bound (``bounds``: the tokens
+    it generated, which it would have exceeded), so the ratio is never flattered by dropping
+    the runs that did worst; ``censored`` says how many were.
+    """
+    logs, censored = [], 0
+    for value, ref, bound in zip(values, reference, bounds, strict=True):
+        if ref is None or ref <= 0:
+            continue
+        censored += value is None
+        logs.append(math.log(max(bound if value is None else value, 1.0) / ref))
+    result: dict[str, Any] = {"ratio": None, "ci95_low": None, "ci95_high": None}
+    if logs:
+        stats = paired(logs)
+        result = {
+            "ratio": math.exp(stats["mean"] or 0.0),
+            **{
+                key: None if stats[key] is None else math.exp(stats[key]) for key in ("ci95_low", "ci95_high")
+            },
+        }
+    return result | {"seeds": len(logs), "censored": censored}
+
+
+def _gain_targets(reference: Sequence[Mapping[str, Any]]) -> dict[int, float | None]:
+    """Per seed, the accuracy at ``GAIN_SHARE`` of an arm's gain over the warm start (``None``: no gain)."""
+    return {
+        r["seed"]: r["start_accuracy"] + GAIN_SHARE * (r["final_accuracy"] - r["start_accuracy"])
+        if r["final_accuracy"] > r["start_accuracy"]
+        else None
+        for r in reference
+    }
+
+
 def _share(counts: Sequence[Mapping[str, int]], part: str, whole: str) -> float | None:
     total = sum(c[whole] for c in counts)
     return sum(c[part] for c in counts) / total if total else None
 
 
-def _arm_summary(runs: list[dict[str, Any]], targets: Mapping[str, float | None]) -> dict[str, Any]:
+def _tokens_to(run: Mapping[str, Any], target: float | None) -> int | None:
+    return None if target is None else tokens_to_reach(run["curve"], target)
+
+
+def _arm_summary(
+    runs: list[dict[str, Any]],
+    targets: Mapping[str, float | None],
+    gain_targets: Mapping[str, Mapping[int, float | None]],
+) -> dict[str, Any]:
     counts = [r["counts"] for r in runs]
     resumed = sum(c["trained_resumed"] for c in counts)
     return {
         "seeds": [r["seed"] for r in runs],
+        **{
+            f"tokens_to_90pct_{name}_gain": [_tokens_to(r, seeds.get(r["seed"])) for r in runs]
+            for name, seeds in gain_targets.items()
+        },
         "final_accuracy": [r["final_accuracy"] for r in runs],
         "generated_tokens": [r["generated_tokens"] for r in runs],
         **{
@@ -167,7 +224,14 @@ def summarise_task(runs: list[dict[str, Any]], arms: Sequence[str]) -> dict[str,
         name: float(np.mean([r["final_accuracy"] for r in by_arm[name]])) if name in by_arm else None
         for name in ("plain", "outcome_only")
     }
-    summary = {arm: _arm_summary(rs, targets) for arm, rs in by_arm.items()}
+    gain_targets = {name: _gain_targets(by_arm.get(name, [])) for name in ("plain", "outcome_only")}
+    summary = {arm: _arm_summary(rs, targets, gain_targets) for arm, rs in by_arm.items()}
+    # Efficiency is measured against plain's gain, or outcome_only's where plain loses (conflict).
+    efficiency = "plain" if "plain" in by_arm and _mean_gain(by_arm["plain"]) > 0 else "outcome_only"
+    column = f"tokens_to_90pct_{efficiency}_gain"
+    for against, key in ((efficiency, "ratio_to_reference_90pct"), ("oracle_skip", "ratio_to_oracle_90pct")):
+        if against in summary:
+            _add_ratios(summary, against, key, column)
     for reference in ("plain", "zero_std_total"):
         if reference not in by_arm:
             continue
@@ -185,8 +249,24 @@ def summarise_task(runs: list[dict[str, Any]], arms: Sequence[str]) -> dict[str,
         "start_accuracy": first["start_accuracy"],
         "plain_final_mean": targets["plain"],
         "outcome_only_final_mean": targets["outcome_only"],
+        "efficiency_reference": efficiency,
         "arms": summary,
     }
+
+
+def _mean_gain(runs: Sequence[Mapping[str, Any]]) -> float:
+    return float(np.mean([r["final_accuracy"] - r["start_accuracy"] for r in runs]))
+
+
+def _add_ratios(summary: dict[str, dict[str, Any]], reference: str, key: str, column: str) -> None:
+    """Each arm's paired ratio of ``column`` (tokens to a target) to ``reference``'s, on shared seeds."""
+    ref = dict(zip(summary[reference]["seeds"], summary[reference][column], strict=True))
+    for arm, s in summary.items():
+        own = dict(zip(s["seeds"], s[column], strict=True))
+        spent = dict(zip(s["seeds"], s["generated_tokens"], strict=True))
+        seeds = [seed for seed in s["seeds"] if seed in ref]
+        values, bounds = [own[x] for x in seeds], [spent[x] for x in seeds]
+        s[key] = None if arm == reference else ratio(values, [ref[x] for x in seeds], bounds)
 
 
 def _fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
@@ -204,7 +284,9 @@ def _interval(stats: Mapping[str, float | None] | None) -> str:
     return f"{mean} ({low} to {high})"
 
 
-def _tokens_to_target(values: Sequence[int | None]) -> str:
+def _tokens_to_target(values: Sequence[int | None], below_start: bool = False) -> str:
+    if below_start:
+        return "- (below the warm start)"
     reached = [v for v in values if v is not None]
     if not reached:
         return f"never (0/{len(values)})"
@@ -215,7 +297,28 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
-def _accuracy_row(arm: str, s: Mapping[str, Any]) -> str:
+def _ratio_cell(stats: Mapping[str, Any] | None) -> str:
+    if not stats or stats["ratio"] is None:
+        return "-"
+    text = f"{stats['ratio']:.2f}x"
+    if stats["ci95_low"] is not None:
+        text += f" ({stats['ci95_low']:.2f} to {stats['ci95_high']:.2f})"
+    text += f", {stats['seeds']} seeds"
+    return text + (f", {stats['censored']} never reached" if stats["censored"] else "")
+
+
+def _efficiency_row(arm: str, s: Mapping[str, Any], reference: str) -> str:
+    cells = [
+        arm,
+        _tokens_to_target(s[f"tokens_to_90pct_{reference}_gain"]),
+        _ratio_cell(s.get("ratio_to_reference_90pct")),
+        _ratio_cell(s.get("ratio_to_oracle_90pct")),
+        f"{np.mean(s['generated_tokens']) / 1000:.1f}k",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _accuracy_row(arm: str, s: Mapping[str, Any], plain_below_start: bool) -> str:
     finals = np.asarray(s["final_accuracy"])
     spread = f"{finals.mean():.3f} ± {finals.std(ddof=1) if len(finals) > 1 else 0.0:.3f}"
     cells = [
@@ -224,7 +327,7 @@ def _accuracy_row(arm: str, s: Mapping[str, Any]) -> str:
         _interval(s["gain_over_start"]),
         _interval(s.get("vs_plain")),
         _interval(s.get("vs_zero_std_total")),
-        _tokens_to_target(s["tokens_to_plain_final"]),
+        _tokens_to_target(s["tokens_to_plain_final"], plain_below_start),
         _tokens_to_target(s["tokens_to_outcome_only_final"]),
         f"{np.mean(s['final_step_share']):.2f}",
     ]
@@ -256,6 +359,9 @@ def format_tables(report: Mapping[str, Any]) -> str:
     lines: list[str] = []
     for name, task in report["tasks"].items():
         arms = task["arms"]
+        plain_mean = task.get("plain_final_mean")
+        below = plain_mean is not None and plain_mean <= task["start_accuracy"]
+        reference = task.get("efficiency_reference", "plain")
         lines += [
             f"### {name}: held-out greedy accuracy ({task['heldout_size']} problems), "
             f"warm start {task['start_accuracy']:.3f}",
@@ -264,7 +370,13 @@ def format_tables(report: Mapping[str, Any]) -> str:
             "| vs zero_std_total (paired 95% CI) | tokens to plain's final | tokens to outcome_only's final "
             "| greedy step share |",
             "|---|---|---|---|---|---|---|---|",
-            *(_accuracy_row(arm, s) for arm, s in arms.items()),
+            *(_accuracy_row(arm, s, below) for arm, s in arms.items()),
+            "",
+            f"| arm | tokens to {GAIN_SHARE:.0%} of {reference}'s gain "
+            f"| ratio to {reference} (paired 95% CI) "
+            "| ratio to oracle_skip (paired 95% CI) | tokens generated |",
+            "|---|---|---|---|---|",
+            *(_efficiency_row(arm, s, reference) for arm, s in arms.items()),
             "",
             "| arm | trained groups: dead | phantom | wrongly skipped | resumed (age, updates spanned) "
             "| steps | updates | trained groups | surplus | tokens trained on | s/run wall (CPU) |",

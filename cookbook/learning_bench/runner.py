@@ -26,14 +26,17 @@ import attrs
 import numpy as np
 import torch
 
-from group_admission import AdmissionSession, PromptHistory, PromptHistoryConfig
+from group_admission import AdmissionSession, PromptHistory, PromptHistoryConfig, StepReport
 
 from .arms import Arm, Profile
 from .model import Policy, advantages, greedy_accuracy, group_std, policy_loss
 from .rollout import Group, decode, group_scores, new_group, tick
 from .task import Split, Task, prompt_tokens
 
-__all__ = ["PromptStream", "Run", "run_arm"]
+__all__ = ["MAX_STEPS", "PromptStream", "Run", "run_arm"]
+
+#: Steps after which a run ends even short of its token budget.
+MAX_STEPS = 20_000
 
 
 class PromptStream:
@@ -87,7 +90,10 @@ class Counts:
     session_generated_tokens: int = 0
     session_trained_groups: int = 0
     session_surplus_groups: int = 0
+    session_decoded_tokens: int = 0
     decode_ticks: int = 0
+    oracle_skipped: int = 0
+    loss_scale_sum: float = 0.0
 
 
 @attrs.define
@@ -103,6 +109,9 @@ class Run:
     session: AdmissionSession
     stream: PromptStream
     history: PromptHistory | None = None
+    #: When a list, every judged group's ``(step, prompt id, successes, members, tokens)``
+    #: (for the offline study of predictors, ``predictors.py``).
+    visits: list[tuple[int, int, int, int, int]] | None = None
     carried: list[Group] = attrs.field(factory=list)
     rejected: list[Group] = attrs.field(factory=list)  # this step's, for an arm with a padded loss
     counts: Counts = attrs.field(factory=Counts)
@@ -134,8 +143,15 @@ class Run:
 
     def judge_round(self, groups: list[Group], decoded: int) -> list[Group]:
         """Judge a decoded round; return the kept groups, in order."""
-        verdicts = self.session.judge_batch(self.rewards(groups), generated_tokens=decoded)
+        rewards = self.rewards(groups)
+        verdicts = self.session.judge_batch(rewards, generated_tokens=decoded)
         self.counts.judged += len(groups)
+        if self.visits is not None:
+            successes = rewards["outcome"].sum(axis=1).astype(int).tolist()
+            self.visits += [
+                (self.session.step, g.prompt_id, k, len(g.done), g.decoded_tokens)
+                for g, k in zip(groups, successes, strict=True)
+            ]
         if self.history is not None:
             ids = [g.prompt_id for g in groups]
             self.history.observe_batch(ids, verdicts.result, step=self.session.step)
@@ -170,10 +186,19 @@ class Run:
         while wanted:
             groups = self.launch(self.stream.take(wanted))
             decoded = decode(self.policy, groups, step)
+            if self.arm.oracle:
+                groups, decoded = self.oracle_filter(groups)
             self.counts.tokens += decoded
-            kept += self.judge_round(groups, decoded)
+            kept += self.judge_round(groups, decoded) if groups else []
             wanted = self.session.plan(num_generations=self.profile.members).extra_groups
         return kept
+
+    def oracle_filter(self, groups: list[Group]) -> tuple[list[Group], int]:
+        """The groups with outcome spread and their tokens: the rest are never paid for (the limit)."""
+        spread = group_std(self.rewards(groups)["outcome"]) > 0
+        kept = [g for g, s in zip(groups, spread.tolist(), strict=True) if s]
+        self.counts.oracle_skipped += len(groups) - len(kept)
+        return kept, sum(g.decoded_tokens for g in kept)
 
     def history_step(self, step: int) -> list[Group]:
         """A step of rounds whose prompts ``session.pick_prompts`` chooses with the history."""
@@ -229,15 +254,19 @@ class Run:
             running = [g for g in running if not g.finished]
         self.carried = running  # stopped, not aborted: resumed at the next step's start
         self.counts.carried += len(running)
+        # Their tokens decoded in this step are charged here; they are judged (with only the
+        # tokens of the step they finish in) when a later step finishes them.
+        self.session.charge(sum(g.tokens_by_step.get(step, 0) for g in running), kind="carried")
         return kept
 
     # -- training -------------------------------------------------------------------
-    def train(self, groups: list[Group], padding: list[Group] | None = None) -> None:
+    def train(self, groups: list[Group], scale: float, padding: list[Group] | None = None) -> None:
         """
         One clipped policy-gradient update on ``groups`` (none when there are none).
 
-        ``padding`` groups join the loss at zero advantage: they change only its
-        token-mean denominator (a diagnostic of the loss scale, not a bench arm).
+        The loss, a token mean over the trained groups, is multiplied by ``scale``
+        (``StepReport.loss_scale``). ``padding`` groups join the loss at zero advantage:
+        they change only its token-mean denominator (a diagnostic of the loss scale).
         """
         if not groups:
             return
@@ -254,7 +283,7 @@ class Run:
             np.concatenate([g.progress for g in batch]),
             adv.reshape(-1),
         )
-        self.policy.update(loss)
+        self.policy.update(loss * scale)
         self.counts.updates += 1
 
     def count_trained(self, groups: list[Group], outcome: np.ndarray, total: np.ndarray) -> None:
@@ -285,15 +314,22 @@ class Run:
         else:
             kept = self.round_step(step)
         report = self.session.end_step()
+        self.count_report(report)
+        self.counts.surplus += max(0, len(kept) - self.profile.target_groups)
+        self.train(kept[: self.profile.target_groups], report.loss_scale, self.rejected)
+        self.rejected = []
+        self.counts.steps += 1
+
+    def count_report(self, report: StepReport) -> None:
+        """What the session reported for the step (checked against the bench's own counts in the tests)."""
         counts = self.counts
         counts.session_generated_groups += report.generated_groups
         counts.session_generated_tokens += report.generated_tokens
+        counts.session_decoded_tokens += report.decoded_tokens
         counts.session_trained_groups += report.trained_groups
         counts.session_surplus_groups += report.surplus_groups
-        counts.surplus += max(0, len(kept) - self.profile.target_groups)
-        self.train(kept[: self.profile.target_groups], self.rejected)
-        self.rejected = []
-        counts.steps += 1
+        if report.trained_groups:
+            counts.loss_scale_sum += report.loss_scale
 
     def evaluate(self) -> None:
         """Held-out greedy accuracy now, at the tokens generated so far."""
@@ -307,6 +343,7 @@ def make_run(
     """A run of ``arm`` from the warm start's ``weights``, with a fresh optimizer."""
     from .model import build_policy
 
+    arm = arm.resolved()
     policy = build_policy(profile.size, lr=profile.lr, device=profile.device, seed=seed)
     policy.model.load_state_dict(weights)
     history = None
@@ -317,6 +354,7 @@ def make_run(
         None if arm.admission is None else dict(arm.admission),
         budget=None if arm.budget is None else dict(arm.budget),
         host="learning_bench",
+        loss_scale=arm.loss_scale,  # type: ignore[arg-type]
     )
     return Run(arm, task, seed, profile, split, policy, session, PromptStream(split.pool, seed), history)
 
@@ -327,11 +365,13 @@ def run_arm(
     """Train until the token budget, evaluating at every budget share; return the run's record."""
     wall, cpu = time.perf_counter(), time.process_time()
     run = make_run(arm, task, seed, profile, split, weights)
-    budget = profile.token_budget
+    budget = round(profile.token_budget * arm.budget_share)
     marks = [budget * (k + 1) // profile.evaluations for k in range(profile.evaluations)]
     run.evaluate()
     step = 0
-    while run.counts.tokens < budget:
+    # The budget ends every run; the step cap ends one that stops paying for tokens (an oracle
+    # on a solved pool), so the loop ends whatever the policy does.
+    while run.counts.tokens < budget and step < MAX_STEPS:
         run.step(step)
         step += 1
         while marks and run.counts.tokens >= marks[0]:

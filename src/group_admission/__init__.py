@@ -28,7 +28,7 @@ from ._exceptions import (
     GroupAdmissionError,
     StepLifecycleError,
 )
-from ._history import PromptEstimate, PromptHistory, PromptPicks
+from ._history import PromptEstimate, PromptHistory, PromptPicks, SkipReport
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import informative_probability
 from ._limits import DropLimits
@@ -71,6 +71,7 @@ __all__ = [
     "SamplingBudgetController",
     "SamplingBudgetState",
     "SessionConfig",
+    "SkipReport",
     "StepLifecycleError",
     "StepReport",
     "StreamPlan",

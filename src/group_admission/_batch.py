@@ -10,10 +10,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from . import _checks
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
-from ._gates import Statistics as _Statistics
-from ._gates import batch_reward_failures, batch_reward_statistics
+from ._gates import BatchStatistics, batch_reward_failures, batch_reward_statistics
 from ._inputs import (
     check_completions,
     check_group_keys,
@@ -25,14 +25,12 @@ from ._inputs import (
 from ._judge import Scorer, add_problem, judge_group, measure_similarity
 from ._reasons import (
     ADMITTED_CODE,
-    CHECK_BITS,
     CHECK_INCONSISTENT_ROLLOUT,
     CHECK_MISSING_COMPLETION,
     CHECK_MISSING_REWARD,
     CHECK_NON_FINITE_REWARD,
     REASONS_BY_CODE,
     RejectionReason,
-    primary_reason,
 )
 from ._rewards import coerce_batch, is_torch_tensor
 from ._validation import deprecated, describe
@@ -65,8 +63,11 @@ class BatchAdmissionResult:
 
     #: ``REASONS[code]`` is the primary reason of a group with that code.
     REASONS: ClassVar[tuple[RejectionReason | None, ...]] = REASONS_BY_CODE
-    #: The bit of each gate check in ``check_flags``.
-    CHECK_BITS: ClassVar[dict[str, int]] = CHECK_BITS
+    #: The bit of each check in ``check_flags``, in ``failed_checks`` order. Bits are
+    #: append-only: a check added later takes a new bit and no bit moves.
+    #: ``mean_outside_dynamic_filtering_range`` (16) is OpenRLHF's rule, which its adapter
+    #: applies to decisions after the policy; ``evaluate_batch`` never sets it.
+    CHECK_BITS: ClassVar[dict[str, int]] = dict(_checks.TABLE.bits)
 
     reason_codes: npt.NDArray[np.int8]
     check_flags: npt.NDArray[np.uint8]
@@ -102,7 +103,7 @@ class BatchAdmissionResult:
         Deprecated alias of :meth:`primary_reasons` (a decision's ``reasons`` were its failed checks).
 
         .. deprecated:: 0.2.0
-            Use :meth:`primary_reasons`; the alias goes in 0.3.0.
+            Use :meth:`primary_reasons`; removed in 0.3.0.
         """
         deprecated("BatchAdmissionResult.reasons()", "use primary_reasons() (failed checks are check_flags)")
         return self.primary_reasons()
@@ -125,9 +126,10 @@ class BatchAdmissionResult:
         index = int(index) % groups  # the external reasons are keyed by the non-negative index
         flags = int(self.check_flags[index])
         external = self.external_reasons.get(index, ())
+        checks = _checks.TABLE.bits.items()
         return GroupAdmissionDecision(
             reason=self.REASONS[int(self.reason_codes[index])],
-            failed_checks=(*external, *(c for c, bit in CHECK_BITS.items() if flags & bit)),
+            failed_checks=(*external, *(check for check, bit in checks if flags & bit)),
             external_reasons=external,
             group_size=self.group_size,
             unique_rollouts=int(self.unique_rollouts[index]),
@@ -170,42 +172,48 @@ def _caller_reasons(caller: list[Any] | None, row: int) -> list[str]:
     return list(external_reason_tuple(reasons, f"external_reasons[{row}]")) if reasons else []
 
 
+_STATISTICS = (
+    "unique_rollouts",
+    "reward_mean",
+    "reward_std",
+    "reward_range",
+    "nontrivial_advantage_count",
+    "mean_pairwise_similarity",
+    "max_pairwise_similarity",
+)
+
+
 @attrs.define
 class _Columns:
-    """The per-group arrays of a batch result while they are being filled in."""
+    """The fields of a batch result while they are being filled in (external reasons as lists, by row)."""
 
-    codes: npt.NDArray[np.int8]
-    flags: npt.NDArray[np.uint8]
-    external: dict[int, list[str]]
-    unique: IntArray
-    mean: FloatArray
-    std: FloatArray
-    spread: FloatArray
-    nontrivial: IntArray
-    mean_similarity: FloatArray
-    max_similarity: FloatArray
+    reason_codes: npt.NDArray[np.int8]
+    check_flags: npt.NDArray[np.uint8]
+    external_reasons: dict[int, list[str]]
+    unique_rollouts: IntArray
+    reward_mean: FloatArray
+    reward_std: FloatArray
+    reward_range: FloatArray
+    nontrivial_advantage_count: IntArray
+    mean_pairwise_similarity: FloatArray
+    max_pairwise_similarity: FloatArray
 
     def write(self, row: int, decision: GroupAdmissionDecision) -> None:
         """Store one group's decision, judged one by one, in the arrays."""
-        self.codes[row] = 0 if decision.reason is None else decision.reason.code
-        self.flags[row] = sum(CHECK_BITS.get(check, 0) for check in decision.gate_checks)
+        self.reason_codes[row] = 0 if decision.reason is None else decision.reason.code
+        bits = _checks.TABLE.bits
+        self.check_flags[row] = sum(bits.get(check, 0) for check in decision.gate_checks)
         if decision.external_reasons:
-            self.external[row] = list(decision.external_reasons)
+            self.external_reasons[row] = list(decision.external_reasons)
         else:
-            self.external.pop(row, None)
-        self.unique[row] = decision.unique_rollouts
-        self.mean[row], self.std[row] = decision.reward_mean, decision.reward_std
-        self.spread[row] = decision.reward_range
-        self.nontrivial[row] = decision.nontrivial_advantage_count
-        for array, value in (
-            (self.mean_similarity, decision.mean_pairwise_similarity),
-            (self.max_similarity, decision.max_pairwise_similarity),
-        ):
-            array[row] = math.nan if value is None else value
+            self.external_reasons.pop(row, None)
+        for name in _STATISTICS:  # named as the decision names them; NaN where it says None
+            value = getattr(decision, name)
+            getattr(self, name)[row] = math.nan if value is None else value
 
 
 def _reward_columns(
-    config: GroupAdmissionConfig, stats: _Statistics, invalid: BoolArray, size: int
+    config: GroupAdmissionConfig, stats: BatchStatistics, invalid: BoolArray, size: int
 ) -> tuple[_Columns, set[int]]:
     """
     The columns of a batch with the reward gate's statistics and flags, NaN where not measured.
@@ -214,7 +222,7 @@ def _reward_columns(
     columns and the other rows whose statistics overflow: they are judged one by one, as
     ``evaluate`` judges them (the scalar gate overflows exactly where this one does).
     """
-    mean, std, spread, nontrivial, scale, overflow = stats
+    mean, std, spread, nontrivial, _, overflow = stats
     groups = len(mean)
     overflow &= ~invalid
     measured = ~(invalid | overflow)
@@ -223,20 +231,21 @@ def _reward_columns(
         hidden = ~measured
         mean[hidden], std[hidden], spread[hidden], nontrivial[hidden] = np.nan, np.nan, np.nan, 0
     columns = _Columns(
-        codes=np.zeros(groups, dtype=np.int8),
-        flags=np.zeros(groups, dtype=np.uint8),
-        external={},
-        unique=np.full(groups, size, dtype=np.int64),
-        mean=mean,
-        std=std,
-        spread=spread,
-        nontrivial=nontrivial,
-        mean_similarity=np.full(groups, np.nan),
-        max_similarity=np.full(groups, np.nan),
+        reason_codes=np.zeros(groups, dtype=np.int8),
+        check_flags=np.zeros(groups, dtype=np.uint8),
+        external_reasons={},
+        unique_rollouts=np.full(groups, size, dtype=np.int64),
+        reward_mean=mean,
+        reward_std=std,
+        reward_range=spread,
+        nontrivial_advantage_count=nontrivial,
+        mean_pairwise_similarity=np.full(groups, np.nan),
+        max_pairwise_similarity=np.full(groups, np.nan),
     )
-    for check, failing in batch_reward_failures(config, std, spread, nontrivial, scale).items():
+    bits = _checks.TABLE.bits
+    for check, failing in batch_reward_failures(config, stats).items():
         flagged = failing if whole else failing & measured
-        columns.flags |= flagged.view(np.uint8) * np.uint8(CHECK_BITS[check])
+        columns.check_flags |= flagged.view(np.uint8) * np.uint8(bits[check])
     return columns, set(np.flatnonzero(overflow).tolist())
 
 
@@ -248,18 +257,18 @@ def _similarity_gate(
     columns: _Columns,
 ) -> None:
     """Mean and max pairwise similarity per group, by the judge's own gate (rows in ``skip`` aside)."""
-    if config.max_mean_pairwise_similarity is None:
+    if not config.similarity_gate_enabled:
         return
     for row, row_texts in enumerate(texts):
         if row in skip:
             continue
         mean, high, check = measure_similarity(config, scorer, row_texts)
         if check == CHECK_MISSING_COMPLETION:
-            add_problem(columns.external.setdefault(row, []), check)
+            add_problem(columns.external_reasons.setdefault(row, []), check)
         elif check is not None:
-            columns.flags[row] |= CHECK_BITS[check]
+            columns.check_flags[row] |= _checks.TABLE.bits[check]
         if mean is not None:
-            columns.mean_similarity[row], columns.max_similarity[row] = mean, high
+            columns.mean_pairwise_similarity[row], columns.max_pairwise_similarity[row] = mean, high
 
 
 def _repeated_id_rows(rollout_ids: Any, groups: int, size: int) -> dict[int, list[Hashable]]:
@@ -296,14 +305,14 @@ def evaluate_batch(
     texts: list[list[str | None]] | None = None
     if completions is not None:
         texts = [check_completions(row, size) for row in _per_group(completions, groups, "completions")]
-    elif config.max_mean_pairwise_similarity is not None:
+    elif config.similarity_gate_enabled:
         raise ValueError(completions_required_message(config))
     merged = {} if rollout_ids is None else _repeated_id_rows(rollout_ids, groups, size)
 
     stats = batch_reward_statistics(gated, config.advantage_tolerance)
     # A non-finite gated value makes its row's statistics non-finite: only those rows are read again.
     non_finite = np.zeros(groups, dtype=bool)
-    suspects = np.flatnonzero(stats[-1])
+    suspects = np.flatnonzero(stats.overflow)
     if len(suspects):
         non_finite[suspects] = batch.non_finite(suspects)
     failed = missing | non_finite
@@ -312,7 +321,7 @@ def evaluate_batch(
         found = _caller_reasons(caller, row)
         found.extend(p for p in _row_problems(bool(missing[row]), bool(non_finite[row])) if p not in found)
         if found:
-            columns.external[row] = found
+            columns.external_reasons[row] = found
     single = set(merged) | overflowing
     if texts is not None:
         _similarity_gate(config, scorer, texts, single, columns)
@@ -332,51 +341,25 @@ def evaluate_batch(
     return _result(columns, size, keys)
 
 
-# A row's case: its check flags in the low bits, then whether it is dead, then external.
-_DEAD_BIT = 1 << max(CHECK_BITS.values()).bit_length()
-_EXTERNAL_BIT = _DEAD_BIT << 1
-
-
-def _precedence() -> npt.NDArray[np.int8]:
-    """
-    The primary reason's code of every case, as :func:`primary_reason` assigns it.
-
-    A case is a row's ``check_flags``, plus ``_DEAD_BIT`` when its gated reward range is
-    exactly 0 and ``_EXTERNAL_BIT`` when it has external reasons.
-    """
-    table = np.zeros(2 * _EXTERNAL_BIT, dtype=np.int8)
-    for case in range(len(table)):
-        failed = [check for check, bit in CHECK_BITS.items() if case & bit]
-        external = ["external"] if case & _EXTERNAL_BIT else []
-        reason = primary_reason(external, failed, 0.0 if case & _DEAD_BIT else 1.0)
-        table[case] = ADMITTED_CODE if reason is None else reason.code
-    return table
-
-
-_PRECEDENCE = _precedence()
-
-
 def _assign_codes(columns: _Columns) -> None:
-    """Each row's primary reason, looked up in the table :func:`primary_reason` defines."""
-    case = (columns.spread == 0.0).view(np.uint8) * np.uint8(_DEAD_BIT)
-    case |= columns.flags
-    if columns.external:
-        case[list(columns.external)] |= np.uint8(_EXTERNAL_BIT)
-    columns.codes = np.take(_PRECEDENCE, case)  # take: twice as fast as indexing with bytes
+    """
+    Each row's primary reason, looked up in the table's precedence (what :func:`primary_reason` assigns).
+
+    A row's case is its check flags in the low bits, then whether it is dead, then whether
+    it has external reasons (``CheckTable.precedence``).
+    """
+    table = _checks.TABLE
+    dtype = table.case_dtype
+    case = (columns.reward_range == 0.0).view(np.uint8).astype(dtype, copy=False) * dtype.type(table.dead_bit)
+    case |= columns.check_flags
+    if columns.external_reasons:
+        case[list(columns.external_reasons)] |= dtype.type(table.external_bit)
+    columns.reason_codes = np.take(table.precedence, case)  # take: twice as fast as indexing with bytes
 
 
 def _result(columns: _Columns, size: int, keys: tuple[Hashable, ...] | None) -> BatchAdmissionResult:
-    return BatchAdmissionResult(
-        reason_codes=columns.codes,
-        check_flags=columns.flags,
-        external_reasons={row: tuple(reasons) for row, reasons in sorted(columns.external.items())},
-        group_size=size,
-        unique_rollouts=columns.unique,
-        reward_mean=columns.mean,
-        reward_std=columns.std,
-        reward_range=columns.spread,
-        nontrivial_advantage_count=columns.nontrivial,
-        mean_pairwise_similarity=columns.mean_similarity,
-        max_pairwise_similarity=columns.max_similarity,
-        group_keys=keys,
-    )
+    fields = attrs.asdict(columns, recurse=False)
+    fields["external_reasons"] = {
+        row: tuple(found) for row, found in sorted(columns.external_reasons.items())
+    }
+    return BatchAdmissionResult(**fields, group_size=size, group_keys=keys)

@@ -9,7 +9,7 @@ hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
@@ -81,6 +81,42 @@ class SamplingBudgetConfig(MappingConfig):
     min_effective_rate: float = real_field(0.05, check_range(0, 1, low_open=True))
     mode: PlanningMode = attrs.field(default="expected", validator=check_one_of(PLANNING_MODES))
     confidence: float = probability_field(0.9)
+    #: Extra groups per target group of :meth:`for_target`: 2, the most slime's default
+    #: over-sampling waves generate.
+    EXTRA_GROUPS_PER_TARGET: ClassVar[int] = 2
+
+    @classmethod
+    def for_target(
+        cls, target_groups: int, *, extra_per_target: int | None = None, **fields: Any
+    ) -> SamplingBudgetConfig:
+        """
+        Caps that scale with a step's target: ``extra_per_target x target_groups`` extra groups.
+
+        The one home of the budgets derived from a target (the simulator's strategies,
+        slime's streaming rollout): ``extra_per_target`` (``None``:
+        :attr:`EXTRA_GROUPS_PER_TARGET`) extra groups per target group; ``fields`` set the
+        other caps.
+        ``SamplingBudgetConfig.for_target(8, max_resample_rounds=3)`` allows 16 extra groups.
+
+        Raises:
+            TypeError: ``target_groups`` or ``extra_per_target`` is not an integer, or a field
+                has the wrong type.
+            ValueError: either is negative, ``fields`` holds ``max_extra_groups`` (it is
+                what ``extra_per_target`` sets) or an unknown key, or a field is out of range.
+
+        .. versionadded:: 0.2.0
+        """
+        target = check_count(target_groups, "target_groups")
+        if extra_per_target is None:  # read at call time: one value for every caller
+            extra_per_target = cls.EXTRA_GROUPS_PER_TARGET
+        per_target = check_count(extra_per_target, "extra_per_target")
+        if "max_extra_groups" in fields:
+            msg = (
+                "'max_extra_groups' is extra_per_target x target_groups here: give extra_per_target "
+                f"(got max_extra_groups={fields['max_extra_groups']!r})"
+            )
+            raise ValueError(msg)
+        return cls.from_mapping({**fields, "max_extra_groups": per_target * target})
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""
@@ -326,12 +362,15 @@ class SamplingBudgetController:
             generated_samples: The round's samples, when its groups differ in size (give
                 exactly one of the two).
             generated_tokens: Tokens generated in this round.
-            decisions_or_stats: Deprecated since 0.2.0 (give ``groups`` and ``admitted``):
-                the round's decisions, a ``BatchAdmissionResult``, or an ``AdmissionStats``
-                holding just this round.
+            decisions_or_stats: Deprecated (give ``groups`` and ``admitted``): the round's
+                decisions, a ``BatchAdmissionResult``, or an ``AdmissionStats`` holding just
+                this round.
 
         .. versionchanged:: 0.2.0
-            Takes counts (``groups``, ``admitted``); decisions are deprecated.
+            Takes counts (``groups``, ``admitted``).
+
+        .. deprecated:: 0.2.0
+            Passing ``decisions_or_stats``; removed in 0.3.0.
         """
         check_budget_objects(self, state)
         if (num_generations is None) == (generated_samples is None):

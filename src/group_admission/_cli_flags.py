@@ -25,7 +25,7 @@ import attrs
 from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError
-from ._loading import load_yaml_mapping
+from ._loading import load_yaml_mapping, yaml_section
 from ._validation import describe
 
 __all__ = [
@@ -279,29 +279,24 @@ def read_config(path: str | None, sections: Sequence[str]) -> tuple[dict[str, An
     """
     The file's sections (absent or empty ones as empty mappings) and the keys present.
 
-    Every section but ``strategies`` (a list) must be a mapping.
+    Every section but ``strategies`` (a list) must be a mapping, by ``load_yaml_mapping``'s
+    rule for a section (``yaml_section``).
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = dict(load_yaml_mapping(path))
-        except OSError as exc:
-            raise cannot_access(path, exc) from exc
-        except ImportError as exc:  # PyYAML missing: the message names the pip line
-            raise ConfigurationError(str(exc)) from exc
+    mappings = [section for section in sections if section != "strategies"]
+    if path is None:
+        return {key: {} for key in mappings}, set()
+    try:
+        data = dict(load_yaml_mapping(path))
+    except OSError as exc:
+        raise cannot_access(path, exc) from exc
+    except ImportError as exc:  # PyYAML missing: the message names the pip line
+        raise ConfigurationError(str(exc)) from exc
     present = {str(key) for key in data}
     unknown = sorted(str(key) for key in data if key not in sections)
     if unknown:
         msg = f"unknown section(s) {unknown} in '{path}' (known: {', '.join(sections)})"
         raise ConfigurationError(msg)
-    for key in (section for section in sections if section != "strategies"):
-        if data.get(key) is None:
-            data[key] = {}
-        elif not isinstance(data[key], Mapping):
-            msg = f"'{key}' in '{path}' must be a mapping (got {describe(data[key])})"
-            raise ConfigurationError(msg)
-        else:
-            data[key] = dict(data[key])
+    data.update({key: dict(yaml_section(data, key, path)) for key in mappings})
     return data, present
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from . import _checks
 from ._loading import MappingConfig
 from ._validation import (
     check_ge,
@@ -93,12 +94,12 @@ class GroupAdmissionConfig(MappingConfig):
     @property
     def reward_gate_enabled(self) -> bool:
         """Whether any reward threshold (std, range, non-trivial advantages) is set."""
-        return self.min_reward_std > 0 or self.min_reward_range > 0 or self.min_nontrivial_advantages > 0
+        return any(check.enabled(self) for check in _checks.TABLE.reward)
 
     @property
     def similarity_gate_enabled(self) -> bool:
         """Whether the redundancy gate is on."""
-        return self.max_mean_pairwise_similarity is not None
+        return _checks.TABLE.similarity.enabled(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

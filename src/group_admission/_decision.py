@@ -8,7 +8,8 @@ from typing import Any
 
 import attrs
 
-from ._reasons import CHECK_SIMILARITY, REWARD_CHECKS, RejectionReason
+from . import _checks
+from ._reasons import RejectionReason
 from ._validation import deprecated
 
 __all__ = ["GroupAdmissionDecision"]
@@ -29,7 +30,8 @@ class GroupAdmissionDecision:
     check that failed in ``failed_checks``: first the external reasons, then the reward
     checks (``reward_std_below_threshold``, ``reward_range_below_threshold``,
     ``insufficient_nontrivial_advantages``), then
-    ``mean_pairwise_similarity_above_threshold``.
+    ``mean_pairwise_similarity_above_threshold``, then a host's own checks
+    (``BatchAdmissionResult.CHECK_BITS`` lists the checks in this order).
 
     The reward statistics describe the gated reward over unique rollouts; they are NaN
     when the rewards held a missing or non-finite value, or when a statistic overflowed
@@ -72,7 +74,7 @@ class GroupAdmissionDecision:
         Deprecated alias of :attr:`failed_checks` (a batch result's ``reasons`` were primary reasons).
 
         .. deprecated:: 0.2.0
-            Use :attr:`failed_checks`; the alias goes in 0.3.0.
+            Use :attr:`failed_checks`; removed in 0.3.0.
         """
         deprecated("GroupAdmissionDecision.reasons", "use failed_checks (the primary reason is .reason)")
         return self.failed_checks
@@ -90,13 +92,18 @@ class GroupAdmissionDecision:
 
     @property
     def reward_rejected(self) -> bool:
-        """Whether any reward check failed, whatever the primary reason (never a caller's reason)."""
-        return any(check in REWARD_CHECKS for check in self.gate_checks)
+        """
+        Whether any reward check failed, whatever the primary reason (never a caller's reason).
+
+        A host's reward check counts too (OpenRLHF's ``mean_outside_dynamic_filtering_range``).
+        """
+        rewards = _checks.TABLE.reward_names
+        return any(check in rewards for check in self.gate_checks)
 
     @property
     def near_duplicate_rejected(self) -> bool:
         """Whether the redundancy check failed, whatever the primary reason (never a caller's reason)."""
-        return CHECK_SIMILARITY in self.gate_checks
+        return _checks.TABLE.similarity.name in self.gate_checks
 
     def _contradiction(self) -> str | None:
         """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _checks
 from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
 from ._reasons import RejectionReason
@@ -14,48 +15,22 @@ def _number(value: float) -> str:
 
 
 def explain_policy(config: GroupAdmissionConfig) -> list[str]:
-    """What each admission gate of ``config`` will do, one line each."""
+    """What each admission gate of ``config`` will do, one line each (a line per check of the table)."""
     gated = (
         "the sum of all reward components"
         if config.gate_on is None
         else f"the sum of the reward component(s) {', '.join(config.gate_on)}"
     )
     lines = [f"Policy: every check looks at the gated reward, {gated}; groups are judged whole."]
-    if config.min_reward_std > 0:
-        lines.append(
-            f"  - std gate: rejects a group whose population std is below {_number(config.min_reward_std)} "
-            "(GRPO's sample std is larger by sqrt(n/(n-1)))."
-        )
-    else:
-        lines.append("  - std gate: off (min_reward_std = 0).")
-    if config.min_reward_range > 0:
-        lines.append(
-            f"  - range gate: rejects a group whose max - min is below {_number(config.min_reward_range)}, "
-            "the reward's effective resolution."
-        )
-    else:
-        lines.append("  - range gate: off (min_reward_range = 0).")
-    if config.min_nontrivial_advantages > 0:
-        lines.append(
-            "  - advantage gate: rejects a group with fewer than "
-            f"{config.min_nontrivial_advantages} member(s) whose reward differs from the group "
-            f"mean by more than {_number(config.advantage_tolerance)}."
-        )
-    else:
-        lines.append("  - advantage gate: off (min_nontrivial_advantages = 0).")
-    if config.similarity_gate_enabled:
-        lines.append(
-            "  - redundancy gate: rejects a group whose completions' mean pairwise similarity "
-            f"(token {config.similarity_ngram_size}-gram Jaccard) exceeds "
-            f"{_number(config.max_mean_pairwise_similarity or 0.0)}; completion texts are then required."
-        )
-    else:
-        lines.append("  - redundancy gate: off (max_mean_pairwise_similarity is None).")
+    table = _checks.TABLE
+    lines += [f"  - {check.describe(config)}" for check in (*table.reward, table.similarity)]
     if config.reward_gate_enabled:
+        given = {check.reason for check in table.reward if check.enabled(config)}
+        reasons = " or ".join(reason.value for reason in RejectionReason if reason in given)
         lines.append(
             "  A group whose gated rewards are all identical is rejected as "
             f"{RejectionReason.EXACT_DEAD.value}; one whose rewards differ but fail a reward gate is "
-            f"rejected as {RejectionReason.NEAR_TIE.value}."
+            f"rejected as {reasons}."
         )
     else:
         lines.append("  No reward gate is on: every well-formed group passes the reward checks.")

@@ -2,7 +2,9 @@
 The reward gate, written once for a single group (pure Python) and once for a batch (numpy).
 
 Both compute the same IEEE operations in the same order (left-to-right sums from 0.0,
-then ``sqrt``), so ``evaluate_batch`` agrees with ``evaluate`` bit for bit.
+then ``sqrt``), so ``evaluate_batch`` agrees with ``evaluate`` bit for bit. Which checks
+run on the statistics, against which thresholds, is the table of ``_checks``: both paths
+loop over its reward rows.
 
 Finite rewards can still overflow float64 on the way: a range beyond the largest float
 (``[1e308, -1e308]``), squares above about ``1e154``, or a composite whose summed
@@ -15,32 +17,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from . import _checks
+from ._checks import REL_TOL
 from ._config import GroupAdmissionConfig
-from ._reasons import CHECK_NONTRIVIAL, CHECK_RANGE, CHECK_STD
 
 __all__ = [
-    "REL_TOL",
-    "Statistics",
+    "STATISTICS",
+    "BatchStatistics",
     "batch_reward_failures",
     "batch_reward_statistics",
     "reward_failures",
     "reward_statistics",
 ]
 
-#: A statistic this close to its threshold, relative to the reward scale, meets it: decimal
-#: rewards such as 0.12 - 0.1 land a few ulps below 0.02.
-REL_TOL = 1e-12
-
+#: The names of :func:`reward_statistics`' values, in order, as a check's ``statistic``
+#: names them: the mean, the population std, the range, the count of members whose
+#: deviation from the mean exceeds the tolerance, and the largest magnitude (the scale a
+#: threshold's tolerance grows with). A plain tuple: one is built per group judged.
+STATISTICS = ("mean", "std", "range", "nontrivial", "scale")
+_POSITION = {name: position for position, name in enumerate(STATISTICS)}
 Stats = tuple[float, float, float, int, float]
 
 
 def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None:
     """
-    Return ``(mean, population std, range, non-trivial count, scale)`` of finite values.
+    Return the :data:`STATISTICS` of finite values.
 
     ``None`` when a statistic overflows float64.
     """
@@ -70,26 +76,20 @@ def reward_statistics(values: Sequence[float], tolerance: float) -> Stats | None
     return lo + offset, std, spread, nontrivial, scale
 
 
-def reward_failures(
-    config: GroupAdmissionConfig, std: float, spread: float, nontrivial: int, scale: float
-) -> list[str]:
+def reward_failures(config: GroupAdmissionConfig, stats: Stats) -> list[str]:
     """
-    Name the reward checks that fail. Identical rewards fail every enabled check.
+    Name the reward checks of ``config`` that fail, in the table's order.
 
-    This is the one rule for a group of one rollout, whose rewards are identical by
-    definition: it passes when no reward gate is on and is ``exact_dead`` otherwise.
+    Identical rewards fail every enabled check of the shipped table, which is the one
+    rule for a group of one rollout (its rewards are identical by definition): it passes
+    when no reward gate is on and is ``exact_dead`` otherwise.
     """
-    failed = []
-    dead = spread == 0.0
-    threshold = config.min_reward_std
-    if threshold > 0 and (dead or std < threshold - REL_TOL * max(threshold, scale)):
-        failed.append(CHECK_STD)
-    threshold = config.min_reward_range
-    if threshold > 0 and (dead or spread < threshold - REL_TOL * max(threshold, scale)):
-        failed.append(CHECK_RANGE)
-    if nontrivial < config.min_nontrivial_advantages:
-        failed.append(CHECK_NONTRIVIAL)
-    return failed
+    dead, scale = stats[2] == 0.0, stats[4]
+    return [
+        check.name
+        for check in _checks.TABLE.reward
+        if check.bound.fails(stats[_POSITION[check.statistic]], getattr(config, check.field), scale, dead)
+    ]
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -100,13 +100,18 @@ FloatArray = npt.NDArray[np.float64]
 _BLOCK = 2048
 
 
-#: ``(mean, std, range, non-trivial count, scale, overflow)`` of every row of a batch.
-Statistics = tuple[
-    FloatArray, FloatArray, FloatArray, npt.NDArray[np.int64], FloatArray, npt.NDArray[np.bool_]
-]
+class BatchStatistics(NamedTuple):
+    """The :data:`STATISTICS` of every row of a batch, and the mask of rows whose statistics overflow."""
+
+    mean: FloatArray
+    std: FloatArray
+    range: FloatArray
+    nontrivial: npt.NDArray[np.int64]
+    scale: FloatArray
+    overflow: npt.NDArray[np.bool_]
 
 
-def batch_reward_statistics(rewards: FloatArray, tolerance: float) -> Statistics:
+def batch_reward_statistics(rewards: FloatArray, tolerance: float) -> BatchStatistics:
     """
     Row-wise :func:`reward_statistics` of a ``(groups, members)`` array of finite groups.
 
@@ -122,7 +127,7 @@ def batch_reward_statistics(rewards: FloatArray, tolerance: float) -> Statistics
         mean, std, spread, nontrivial, scale = _blocked_statistics(rewards, tolerance)
     # Identical infinite sums leave a NaN range; any other overflow an infinite or NaN std.
     overflow: npt.NDArray[np.bool_] = ~(np.isfinite(std) & np.isfinite(spread))
-    return mean, std, spread, nontrivial, scale, overflow
+    return BatchStatistics(mean, std, spread, nontrivial, scale, overflow)
 
 
 def _blocked_statistics(
@@ -168,28 +173,16 @@ def _blocked_statistics(
 
 
 def batch_reward_failures(
-    config: GroupAdmissionConfig,
-    std: FloatArray,
-    spread: FloatArray,
-    nontrivial: npt.NDArray[np.int64],
-    scale: FloatArray,
+    config: GroupAdmissionConfig, stats: BatchStatistics
 ) -> dict[str, npt.NDArray[np.bool_]]:
     """Row-wise :func:`reward_failures`: a mask of failing rows per enabled check."""
-    dead = spread == 0.0
+    dead = stats.range == 0.0
+    slack = REL_TOL * stats.scale  # one product for every tolerant check (see Bound.fails_batch)
     failed: dict[str, npt.NDArray[np.bool_]] = {}
-    # REL_TOL * max(threshold, scale) is max(REL_TOL * threshold, REL_TOL * scale) bit for
-    # bit (rounding is monotonic), so the product with the scale is taken once for both.
-    slack = REL_TOL * scale
-    for check, threshold, statistic in (
-        (CHECK_STD, config.min_reward_std, std),
-        (CHECK_RANGE, config.min_reward_range, spread),
-    ):
-        if threshold > 0:
-            bound = np.maximum(slack, REL_TOL * threshold)
-            np.subtract(threshold, bound, out=bound)
-            failing = np.less(statistic, bound)
-            failing |= dead
-            failed[check] = failing
-    if config.min_nontrivial_advantages > 0:
-        failed[CHECK_NONTRIVIAL] = nontrivial < config.min_nontrivial_advantages
+    for check in _checks.TABLE.reward:
+        threshold = getattr(config, check.field)
+        if check.bound.enabled(threshold):
+            failed[check.name] = check.bound.fails_batch(
+                getattr(stats, check.statistic), threshold, slack, dead
+            )
     return failed

@@ -44,7 +44,15 @@ from ._loading import coerce_config
 from ._reasons import RejectionReason
 from ._validation import check_count, describe
 
-__all__ = ["PromptEstimate", "PromptHistory", "PromptId", "PromptPicks", "prompt_key", "uniform_draw"]
+__all__ = [
+    "PromptEstimate",
+    "PromptHistory",
+    "PromptId",
+    "PromptPicks",
+    "SkipReport",
+    "prompt_key",
+    "uniform_draw",
+]
 
 
 def _index(value: object, name: str) -> int:
@@ -82,6 +90,32 @@ class PromptEstimate:
     pass_rate: float
     informative_probability: float
     keep_probability: float
+
+
+@attrs.frozen(kw_only=True)
+class SkipReport:
+    """
+    What skipping has cost, measured on the history's re-checks (``PromptHistory.skip_report``).
+
+    A re-check is a group of a prompt the history would have skipped at its step and
+    generated anyway through the exploration floor: a random sample of the skipped prompts.
+
+    Attributes:
+        rechecks: Re-checked groups (decayed like the evidence, so a weight, not a count).
+        rechecks_informative: Those that were informative: hard (or easy) prompts that
+            skipping would have starved of a useful group.
+        wrong_skip_share: The estimated share of skipped prompts whose group would have been
+            informative (re-checks, plus a prior at ``max_wrong_skip_share``).
+        skip_below: The threshold the next picks skip below (``skip_below``, shrunk while the
+            estimate exceeds ``max_wrong_skip_share``).
+
+    .. versionadded:: 0.2.0
+    """
+
+    rechecks: float
+    rechecks_informative: float
+    wrong_skip_share: float | None
+    skip_below: float
 
 
 @attrs.frozen(kw_only=True)
@@ -296,6 +330,7 @@ class PromptHistory:
         """
         step, count = int(identities[0, 0]), len(ids)
         decays = Decays(self._config.half_life)
+        rechecked = self._would_skip(ids, step)  # before this step's evidence: as the pick saw it
         rows = self._records.ensure(ids)
         # A prompt observed k times this step takes its k observations in k passes, in order.
         first = np.ones(count, dtype=bool)
@@ -304,7 +339,7 @@ class PromptHistory:
         for turn in range(int(occurrence.max()) + 1):
             chosen = occurrence == turn
             self._records.add(rows[chosen], step, values[chosen], decays)
-        self._pool.add_step(step, values, decays)
+        self._pool.add_step(step, values, decays, rechecked)
         fingerprint = repr(ids).encode() + identities.tobytes() + values.tobytes()
         self._digest = hashlib.blake2b(self._digest.encode() + fingerprint, digest_size=16).hexdigest()
         self._folded += count
@@ -347,11 +382,26 @@ class PromptHistory:
             mean, informative = alpha / (alpha + beta), informative_chances(alpha, beta, config.group_size)
         return mean, informative, self._keep(informative, data, known), rows
 
+    def _threshold(self) -> float:
+        """``skip_below``, shrunk in proportion while the measured wrong-skip share exceeds its bound."""
+        config = self._config
+        bound = config.max_wrong_skip_share
+        if bound is None:
+            return config.skip_below
+        return config.skip_below * min(1.0, bound / self._pool.wrong_skip_share(bound))
+
+    def _would_skip(self, ids: list[PromptId], step: int) -> Floats:
+        """1.0 for each prompt ``"posterior"`` would skip at ``step`` on the evidence folded so far."""
+        if self._config.mode != "posterior":
+            return np.zeros(len(ids))
+        _, informative, _, _ = self._beliefs(ids, step)
+        return (informative < self._threshold()).astype(np.float64)
+
     def _keep(self, informative: Floats, data: np.ndarray, known: np.ndarray) -> Floats:
         """The keep probability of each prompt, by the config's rule."""
         config = self._config
         if config.mode != "greso":
-            return np.where(informative >= config.skip_below, 1.0, config.exploration)
+            return np.where(informative >= self._threshold(), 1.0, config.exploration)
         # GRESO's max(p**k, floor) after k all-correct (or all-wrong) groups in a row, each k once.
         keep = np.ones(len(informative))
         easy, hard = data["easy"], data["hard"]
@@ -375,6 +425,20 @@ class PromptHistory:
                 pass_rate=float(mean[0]),
                 informative_probability=float(informative[0]),
                 keep_probability=float(keep[0]),
+            )
+
+    def skip_report(self, *, step: int) -> SkipReport:
+        """What skipping has cost so far, on the evidence of steps before ``step`` (:class:`SkipReport`)."""
+        step = _index(step, "step")
+        with self._lock:
+            self._fold(step)
+            bound = self._config.max_wrong_skip_share
+            pool = self._pool
+            return SkipReport(
+                rechecks=pool.rechecks,
+                rechecks_informative=pool.rechecks_informative,
+                wrong_skip_share=None if bound is None else pool.wrong_skip_share(bound),
+                skip_below=self._threshold(),
             )
 
     def pick(self, prompt_ids: Sequence[PromptId], *, step: int) -> PromptPicks:

@@ -87,6 +87,11 @@ class PromptHistoryConfig(MappingConfig):
             consecutive all-correct or all-wrong groups, ``p`` nudged each step towards a
             target share of zero-variance groups), for comparison.
         skip_below: The informative probability below which ``"posterior"`` skips.
+        max_wrong_skip_share: The bound on the share of skipped prompts whose group would
+            have been informative (``"posterior"``; ``None``: no bound). The history
+            measures that share on its re-checks (the prompts it would have skipped and
+            picked anyway, through ``exploration``): while the estimate exceeds the bound,
+            the skip threshold shrinks to ``skip_below x bound / estimate``.
         exploration: The probability that a prompt ``"posterior"`` would skip is picked
             anyway, so that no prompt is starved forever.
         prior: The Beta prior ``(alpha, beta)`` of every pass rate. ``None`` fits it to
@@ -115,6 +120,7 @@ class PromptHistoryConfig(MappingConfig):
     mode: HistoryMode = attrs.field(default="posterior", validator=check_one_of(("posterior", "greso")))
     skip_below: float = real_field(0.1, check_range(0, 1))
     exploration: float = real_field(0.05, check_range(0, 1))
+    max_wrong_skip_share: float | None = real_field(0.1, check_range(0, 1, low_open=True), optional=True)
     prior: tuple[float, float] | None = attrs.field(default=None, converter=_as_pair, validator=_check_prior)
     half_life: float | None = attrs.field(
         default=None, converter=attrs.converters.optional(as_float), validator=_check_half_life

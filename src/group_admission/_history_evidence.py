@@ -25,6 +25,7 @@ __all__ = [
     "GRESO_BOUNDS",
     "GRESO_FLOOR",
     "GRESO_NUDGE",
+    "RECHECK_PRIOR",
     "RECORD",
     "RECORD_FIELDS",
     "Decays",
@@ -61,6 +62,9 @@ _MIN_FIT_WEIGHT = 32.0
 _JEFFREYS = (0.5, 0.5)
 #: Bounds of a fitted prior's concentration ``alpha + beta``.
 _MIN_CONCENTRATION, _MAX_CONCENTRATION = 0.05, 1000.0
+#: Pseudo-groups, at the bound, behind the wrong-skip estimate: it moves off the bound only
+#: once a few dozen re-checks say so.
+RECHECK_PRIOR = 20.0
 #: Groups up to this size take the exact product; larger ones its closed form, so that the
 #: cost of a pick never grows with an absurd group size.
 _PRODUCT_GROUP_SIZE = 256
@@ -304,23 +308,43 @@ class Records:
 
 
 class PoolStats:
-    """Decayed moments of every observed group, to fit the pool's prior."""
+    """
+    Decayed moments of every observed group, to fit the pool's prior; and the re-checks.
 
-    __slots__ = ("admitted", "inverse_size", "step", "sum_rate", "sum_square", "weight")
+    A re-check is a group of a prompt the history would have skipped at its step and
+    generated anyway (the exploration floor): ``rechecks`` weighs them and
+    ``rechecks_informative`` the informative ones, so their ratio is an unbiased estimate of
+    the share of skipped prompts whose group would have been informative.
+    """
+
+    __slots__ = (
+        "admitted",
+        "inverse_size",
+        "rechecks",
+        "rechecks_informative",
+        "step",
+        "sum_rate",
+        "sum_square",
+        "weight",
+    )
 
     def __init__(self) -> None:
         self.weight = self.sum_rate = self.sum_square = self.inverse_size = self.admitted = 0.0
+        self.rechecks = self.rechecks_informative = 0.0
         self.step = 0
 
-    def add_step(self, step: int, observations: Floats, decays: Decays) -> None:
-        """Fold a step's observations, ``(successes, failures, admitted)`` rows in canonical order."""
+    def add_step(self, step: int, observations: Floats, decays: Decays, rechecked: Floats) -> None:
+        """
+        Fold a step's observations, ``(successes, failures, admitted)`` rows in canonical order.
+
+        ``rechecked`` is 1 for a row the history would have skipped at that step, else 0.
+        """
         if step > self.step:
             factor = decays.scalar(step - self.step)
-            self.weight *= factor
-            self.sum_rate *= factor
-            self.sum_square *= factor
-            self.inverse_size *= factor
-            self.admitted *= factor
+            for name in ("weight", "sum_rate", "sum_square", "inverse_size", "admitted"):
+                setattr(self, name, getattr(self, name) * factor)
+            self.rechecks *= factor
+            self.rechecks_informative *= factor
             self.step = step
         weight = decays.scalar(self.step - step)
         successes, failures, admitted = observations.T
@@ -331,6 +355,17 @@ class PoolStats:
         self.sum_square = _accumulate(self.sum_square, weight * rate * rate)
         self.inverse_size = _accumulate(self.inverse_size, weight / size)
         self.admitted = _accumulate(self.admitted, weight * admitted)
+        if rechecked.any():
+            self.rechecks = _accumulate(self.rechecks, weight * rechecked)
+            self.rechecks_informative = _accumulate(self.rechecks_informative, weight * rechecked * admitted)
+
+    def wrong_skip_share(self, bound: float) -> float:
+        """
+        The estimated share of skipped prompts whose group would have been informative.
+
+        From the re-checks, with :data:`RECHECK_PRIOR` pseudo-groups at ``bound`` (so it starts there).
+        """
+        return (self.rechecks_informative + RECHECK_PRIOR * bound) / (self.rechecks + RECHECK_PRIOR)
 
     def fitted_prior(self, factor: float) -> tuple[float, float]:
         """
@@ -361,5 +396,14 @@ class PoolStats:
         return 2.0 * rate, 2.0 * (1.0 - rate)
 
     def to_list(self) -> list[float | int]:
-        """``[weight, sum_rate, sum_square, inverse_size, admitted, step]``."""
-        return [self.weight, self.sum_rate, self.sum_square, self.inverse_size, self.admitted, self.step]
+        """The moments, the step and the re-checks, in the state's order (:attr:`__slots__` by meaning)."""
+        return [
+            self.weight,
+            self.sum_rate,
+            self.sum_square,
+            self.inverse_size,
+            self.admitted,
+            self.step,
+            self.rechecks,
+            self.rechecks_informative,
+        ]

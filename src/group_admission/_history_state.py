@@ -1,5 +1,5 @@
 """
-The JSON state of a ``PromptHistory``: written in version 2, read in versions 2 and 1, exactly or refused.
+The JSON state of a ``PromptHistory``: written in version 3, read in versions 3, 2 and 1, exactly or refused.
 
 Version 2 is columnar, so that a history of a million prompts saves in a second and a
 few tens of megabytes: each column of the evidence is its little-endian bytes, deflated
@@ -38,7 +38,7 @@ __all__ = ["FORMAT", "VERSION", "HistoryParts", "history_state", "restore_histor
 
 #: The ``format`` tag of a history state; the version changes whenever the layout does.
 FORMAT = "group-admission/prompt-history"
-VERSION = 2
+VERSION = 3
 _HEADER = ("format", "version", "config", "rank", "sequence", "greso", "pool", "folded")
 _FORMAT = StateFormat(
     "the PromptHistory",
@@ -47,7 +47,7 @@ _FORMAT = StateFormat(
     tag=FORMAT,
     version=VERSION,
     kind="prompt history",
-    older=((1, (*_HEADER, "records", "pending")),),
+    older=((1, (*_HEADER, "records", "pending")), (2, (*_HEADER, "prompts", "pending"))),
 )
 _fail = _FORMAT.fail
 _PROMPT_KEYS = ("count", "int_ids", "str_ids", *RECORD_FIELDS)
@@ -138,7 +138,7 @@ def _pending_state(pending: Pending) -> dict[str, Any]:
 
 
 def history_state(config: PromptHistoryConfig, rank: int, parts: HistoryParts) -> dict[str, Any]:
-    """The history's state as plain JSON types (version 2)."""
+    """The history's state as plain JSON types (version 3)."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -291,13 +291,16 @@ def _pending_v1(value: object) -> Pending:
     return Pending(observations)
 
 
-def _pool(value: object) -> PoolStats:
-    items = _list(value, "pool", 6)
+def _pool(value: object, version: int) -> PoolStats:
+    """The pool's list: six numbers before version 3, which adds the two re-check weights."""
+    items = _list(value, "pool", 6 if version < 3 else 8)
     pool = PoolStats()
     pool.weight, pool.sum_rate, pool.sum_square, pool.inverse_size, pool.admitted = (
         _float(items[i], f"pool[{i}]") for i in range(5)
     )
     pool.step = _int(items[5], "pool[5]")
+    if version >= 3:
+        pool.rechecks, pool.rechecks_informative = (_float(items[i], f"pool[{i}]") for i in (6, 7))
     return pool
 
 
@@ -376,7 +379,14 @@ def _check_totals(data: np.ndarray, pool: PoolStats) -> None:
 def _check_pool(pool: PoolStats, folded: int, forgets: bool) -> None:
     """The pool's moments are weighted sums over the folded groups: each term at most its weight."""
     weight, rate = pool.weight, pool.sum_rate
-    bounds = {"admitted": weight, "sum_rate": weight, "inverse_size": weight, "sum_square": rate}
+    bounds = {
+        "admitted": weight,
+        "sum_rate": weight,
+        "inverse_size": weight,
+        "sum_square": rate,
+        "rechecks": weight,
+        "rechecks_informative": min(pool.rechecks, pool.admitted),
+    }
     for name, bound in bounds.items():
         if getattr(pool, name) > bound * (1 + _SLACK):
             _fail(f"the pool's {name} exceeds what its terms allow ({bound!r}) (got 'pool' {pool.to_list()})")
@@ -422,12 +432,16 @@ def _check_pending(pending: Pending, rank: int, sequence: int, folded: int) -> N
 
 def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryParts]:
     """
-    Check a saved state (version 2 or 1) and return the config, the rank and the parts to build.
+    Check a saved state (version 3, 2 or 1) and return the config, the rank and the parts to build.
 
     Raises:
         CheckpointError: naming the first problem found.
     """
     state = _FORMAT.read(data)
+    version = state["version"]
+    if version < 3 and isinstance(state["config"], Mapping) and "max_wrong_skip_share" not in state["config"]:
+        # Before version 3 nothing bounded the wrong skips: restore exactly that.
+        state = {**state, "config": {**state["config"], "max_wrong_skip_share": None}}
     try:
         config = PromptHistoryConfig.from_mapping(state["config"])
     except (TypeError, ValueError) as exc:
@@ -443,7 +457,7 @@ def restore_history(data: object) -> tuple[PromptHistoryConfig, int, HistoryPart
         sequence=_int(state["sequence"], "sequence"),
         p_easy=_float(greso[0], "greso[0]"),
         p_hard=_float(greso[1], "greso[1]"),
-        pool=_pool(state["pool"]),
+        pool=_pool(state["pool"], version),
         folded=_int(folded[0], "folded[0]"),
         digest=folded[1],
         records=_records_v1(state["records"]) if version_1 else _records_v2(state["prompts"]),

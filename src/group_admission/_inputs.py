@@ -165,7 +165,7 @@ def group_inputs(
     texts: list[str | None] | None = None
     if completions is not None:
         texts = check_completions(completions, size)
-    elif config.max_mean_pairwise_similarity is not None:
+    elif config.similarity_gate_enabled:
         raise ValueError(completions_required_message(config))
     if rollout_ids is not None:
         values, texts, inconsistent = merge_rollouts(values, texts, check_rollout_ids(rollout_ids, size))

@@ -15,10 +15,12 @@ import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from . import _checks
+from ._checks import primary_reason
 from ._config import GroupAdmissionConfig
 from ._decision import GroupAdmissionDecision
 from ._gates import reward_failures, reward_statistics
-from ._reasons import CHECK_MISSING_COMPLETION, CHECK_REWARD_OVERFLOW, CHECK_SIMILARITY, primary_reason
+from ._reasons import CHECK_MISSING_COMPLETION, CHECK_REWARD_OVERFLOW
 from ._similarity import pairwise_similarities
 
 __all__ = ["Scorer", "add_problem", "judge_group", "log_rejection", "measure_similarity"]
@@ -57,8 +59,9 @@ def measure_similarity(
         return None, None, None
     scores = pairwise_similarities(texts, config.similarity_ngram_size, scorer)  # type: ignore[arg-type]
     mean, high = float(scores.mean()), float(scores.max())
-    threshold = config.max_mean_pairwise_similarity
-    return mean, high, CHECK_SIMILARITY if threshold is not None and mean > threshold else None
+    check = _checks.TABLE.similarity
+    fails = check.bound.fails(mean, getattr(config, check.field), 0.0, dead=False)
+    return mean, high, check.name if fails else None
 
 
 def judge_group(
@@ -87,10 +90,10 @@ def judge_group(
         if measurable:
             problems.append(CHECK_REWARD_OVERFLOW)
     else:
-        mean, std, spread, nontrivial, scale = stats
-        failed = reward_failures(config, std, spread, nontrivial, scale)
+        mean, std, spread, nontrivial, _ = stats
+        failed = reward_failures(config, stats)
     mean_similarity = max_similarity = None
-    if texts is not None and config.max_mean_pairwise_similarity is not None:
+    if texts is not None and config.similarity_gate_enabled:
         mean_similarity, max_similarity, check = measure_similarity(config, scorer, texts)
         if check == CHECK_MISSING_COMPLETION:
             add_problem(problems, check)
@@ -100,7 +103,7 @@ def judge_group(
         external.extend(p for p in problems if p not in external)
     # The common admitted case builds no tuples (this is the hot path).
     return GroupAdmissionDecision(
-        reason=primary_reason(external, failed, spread),
+        reason=primary_reason(external, failed, dead=spread == 0.0),
         failed_checks=(*external, *failed) if external or failed else (),
         external_reasons=tuple(external) if external else (),
         group_size=size,

@@ -20,6 +20,7 @@ __all__ = [
     "install_line",
     "load_yaml_mapping",
     "require_extra",
+    "yaml_section",
 ]
 
 T = TypeVar("T")
@@ -152,14 +153,24 @@ def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -
     if not isinstance(data, Mapping):
         msg = f"'{os.fspath(path)}' must hold a YAML mapping (got {describe(data)})"
         raise ConfigurationError(msg)
-    if key is not None:
-        data = data.get(key)
-        if data is None:
-            return {}
-        if not isinstance(data, Mapping):
-            msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(data)})"
-            raise ConfigurationError(msg)
-    return data
+    return data if key is None else yaml_section(data, key, path)
+
+
+def yaml_section(data: Mapping[str, Any], key: str, path: str | os.PathLike[str]) -> Mapping[str, Any]:
+    """
+    The mapping under ``key`` of a YAML file's ``data``: absent or null reads as empty.
+
+    Raises:
+        ConfigurationError: the section holds anything else (``0``, ``false`` and ``[]``
+            are mistakes, not requests for the defaults).
+    """
+    section = data.get(key)
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(section)})"
+        raise ConfigurationError(msg)
+    return section
 
 
 class MappingConfig:

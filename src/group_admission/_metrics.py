@@ -10,15 +10,17 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 
+from . import _checks
 from ._batch import BatchAdmissionResult
+from ._checks import Family
 from ._decision import GroupAdmissionDecision
 from ._distributed import all_gather_snapshots
 from ._exceptions import CheckpointError
-from ._reasons import CHECK_BITS, CHECK_SIMILARITY, REASONS_BY_CODE, REWARD_CHECK_BITS, RejectionReason
+from ._reasons import REASONS_BY_CODE, RejectionReason
 from ._validation import check_count, describe
 
 __all__ = ["AdmissionStats", "group_admission_metrics"]
@@ -26,6 +28,8 @@ __all__ = ["AdmissionStats", "group_admission_metrics"]
 Decisions: TypeAlias = Iterable[GroupAdmissionDecision] | BatchAdmissionResult
 
 _REASON_FIELDS = tuple(reason.value for reason in RejectionReason)
+#: The count of groups where a check of each family failed, whatever the primary reason.
+_FAMILY_COUNTS: dict[Family, str] = {"reward": "reward_rejected", "similarity": "near_duplicate_rejected"}
 _COUNT_FIELDS = (
     "candidates",
     "admitted",
@@ -52,12 +56,32 @@ def _batch_delta(result: BatchAdmissionResult) -> tuple[dict[str, int], Counter[
     for code, reason in enumerate(REASONS_BY_CODE[1:], start=1):
         delta[reason.value] = by_code[code]  # type: ignore[union-attr]
     flags = result.check_flags
-    delta["reward_rejected"] = int(np.count_nonzero(flags & REWARD_CHECK_BITS))
-    delta["near_duplicate_rejected"] = int(np.count_nonzero(flags & CHECK_BITS[CHECK_SIMILARITY]))
+    for family, field in _FAMILY_COUNTS.items():
+        delta[field] = int(np.count_nonzero(flags & _checks.TABLE.family_bits(family)))
     details: Counter[str] = Counter()
     for reasons in result.external_reasons.values():
         details.update(reasons)
     return delta, details
+
+
+class _ReasonCount:
+    """The count of groups rejected for one :class:`RejectionReason`, an attribute named after it."""
+
+    def __init__(self, reason: RejectionReason) -> None:
+        self.reason = reason
+        self.__doc__ = f"Groups rejected as ``{reason.value}``."
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.reason.value:
+            msg = f"the count of {self.reason.value!r} must be named after it (got {name!r})"
+            raise TypeError(msg)
+
+    @overload
+    def __get__(self, stats: None, owner: type) -> _ReasonCount: ...
+    @overload
+    def __get__(self, stats: AdmissionStats, owner: type) -> int: ...
+    def __get__(self, stats: AdmissionStats | None, owner: type) -> _ReasonCount | int:
+        return self if stats is None else stats._counts[self.reason.value]
 
 
 class AdmissionStats:
@@ -95,25 +119,11 @@ class AdmissionStats:
         """Groups admitted by the policy."""
         return self._counts["admitted"]
 
-    @property
-    def external(self) -> int:
-        """Groups rejected as ``external``."""
-        return self._counts[RejectionReason.EXTERNAL.value]
-
-    @property
-    def exact_dead(self) -> int:
-        """Groups rejected as ``exact_dead``."""
-        return self._counts[RejectionReason.EXACT_DEAD.value]
-
-    @property
-    def near_tie(self) -> int:
-        """Groups rejected as ``near_tie``."""
-        return self._counts[RejectionReason.NEAR_TIE.value]
-
-    @property
-    def redundant(self) -> int:
-        """Groups rejected as ``redundant``."""
-        return self._counts[RejectionReason.REDUNDANT.value]
+    # One count per RejectionReason, named after it (tests/test_metrics.py checks every reason has one).
+    external = _ReasonCount(RejectionReason.EXTERNAL)
+    exact_dead = _ReasonCount(RejectionReason.EXACT_DEAD)
+    near_tie = _ReasonCount(RejectionReason.NEAR_TIE)
+    redundant = _ReasonCount(RejectionReason.REDUNDANT)
 
     @property
     def reward_rejected(self) -> int:
@@ -366,11 +376,12 @@ class AdmissionStats:
         Check that the counts are ones that judging groups could have produced.
 
         ``candidates == admitted + external + exact_dead + near_tie + redundant``;
-        ``near_tie <= reward_rejected <= rejections`` (an ``exact_dead`` group may carry a
-        host's own check instead of a gate check, as the twinkle Challenger's spread check
-        does); ``redundant <= near_duplicate_rejected <= rejections``;
-        ``fallback_admitted <= rejections``; and every external rejection has at least one
-        external detail (none without one).
+        ``near_tie <= reward_rejected <= rejections`` and ``redundant <=
+        near_duplicate_rejected <= rejections`` (a reason that only one family of checks
+        gives counts under that family: ``_checks.CheckTable.reasons_only_of``; an
+        ``exact_dead`` group may carry a host's own check instead of a gate check, as the
+        twinkle Challenger's spread check does); ``fallback_admitted <= rejections``; and
+        every external rejection has at least one external detail (none without one).
 
         Raises:
             CheckpointError: naming the first relation that fails.
@@ -379,32 +390,22 @@ class AdmissionStats:
             c = dict(self._counts)
             detail_total = sum(self._details.values())
         rejected = sum(c[field] for field in _REASON_FIELDS)
-        reward, duplicate = c["reward_rejected"], c["near_duplicate_rejected"]
-        gate = c[RejectionReason.NEAR_TIE.value]
-        relations = (
+        external = c[RejectionReason.EXTERNAL.value]
+        relations = [
             (
                 c["candidates"] == c["admitted"] + rejected,
                 f"candidates ({c['candidates']}) != admitted ({c['admitted']}) + rejections ({rejected})",
             ),
-            (
-                gate <= reward <= rejected,
-                f"reward_rejected ({reward}) must lie between near_tie ({gate}) "
-                f"and the rejections ({rejected})",
-            ),
-            (
-                c["redundant"] <= duplicate <= rejected,
-                f"near_duplicate_rejected ({duplicate}) must lie between redundant "
-                f"({c['redundant']}) and the rejections ({rejected})",
-            ),
+            *(_family_relation(c, family, field, rejected) for family, field in _FAMILY_COUNTS.items()),
             (
                 c["fallback_admitted"] <= rejected,
                 f"fallback_admitted ({c['fallback_admitted']}) > rejections ({rejected})",
             ),
             (
-                detail_total >= c["external"] and (detail_total == 0 or c["external"] > 0),
-                f"external_details ({detail_total} reasons) do not match external ({c['external']} groups)",
+                detail_total >= external and (detail_total == 0 or external > 0),
+                f"external_details ({detail_total} reasons) do not match external ({external} groups)",
             ),
-        )
+        ]
         for holds, message in relations:
             if not holds:
                 msg = f"counts do not conserve: {message}"
@@ -441,6 +442,15 @@ class AdmissionStats:
         for snapshot in all_gather_snapshots(self.to_dict(), group, feature="AdmissionStats.all_reduce"):
             total = total.merge(AdmissionStats.from_dict(snapshot))
         return total
+
+
+def _family_relation(c: Mapping[str, int], family: Family, field: str, rejected: int) -> tuple[bool, str]:
+    """``field`` lies between the rejections only ``family``'s checks give and all rejections."""
+    reasons = _checks.TABLE.reasons_only_of(family)
+    given = sum(c[reason.value] for reason in reasons)
+    names = " + ".join(reason.value for reason in reasons) or "0"
+    message = f"{field} ({c[field]}) must lie between {names} ({given}) and the rejections ({rejected})"
+    return given <= c[field] <= rejected, message
 
 
 def _metrics_of_counts(c: Mapping[str, int]) -> dict[str, int | float]:

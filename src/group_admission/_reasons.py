@@ -1,42 +1,37 @@
 """
-The vocabulary of admission, defined once: primary reasons, their codes and metric names, check names.
+The vocabulary of admission, defined once: reasons, codes, metric names, data problems, step names.
 
 Everything that names a rejection (decisions, batch results, counts, metrics, Prometheus,
-the simulator, the CLI, the cookbook) derives it from this module, so adding a reason
-touches this file only.
+the simulator, the CLI, the cookbook) derives it from :class:`RejectionReason`, so a new
+reason is one member here, appended (a member's position is its precedence and its code,
+which existing codes keep), plus the checks that give it (``_checks``, where the gate
+checks, their bits and :func:`primary_reason` live) and the docs that list the reasons.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 
 __all__ = [
     "ADMITTED_CODE",
-    "CHECK_BITS",
     "CHECK_INCONSISTENT_ROLLOUT",
     "CHECK_MISSING_COMPLETION",
     "CHECK_MISSING_REWARD",
-    "CHECK_NONTRIVIAL",
     "CHECK_NON_FINITE_REWARD",
-    "CHECK_RANGE",
     "CHECK_REWARD_OVERFLOW",
-    "CHECK_SIMILARITY",
-    "CHECK_STD",
     "CUMULATIVE_EFFECTIVE_GROUP_RATE",
     "REASONS_BY_CODE",
-    "REWARD_CHECKS",
-    "REWARD_CHECK_BITS",
     "STEP_COST_MULTIPLIER",
     "STEP_COUNTS",
     "STEP_DECODED_TOKENS",
     "STEP_EXHAUSTED",
     "STEP_LIMITED_BY",
     "STEP_LOSS_SCALE",
+    "STEP_MASKED_SAMPLES",
+    "STEP_MASKED_SHARE",
     "STEP_PLAN_RATE",
     "STEP_TRAINED_RATE",
     "RejectionReason",
-    "primary_reason",
 ]
 
 
@@ -91,16 +86,6 @@ _METRIC_NAMES = {
     for reason in RejectionReason
 }
 
-# Names of individual checks, as listed in ``GroupAdmissionDecision.failed_checks``.
-CHECK_STD = "reward_std_below_threshold"
-CHECK_RANGE = "reward_range_below_threshold"
-CHECK_NONTRIVIAL = "insufficient_nontrivial_advantages"
-CHECK_SIMILARITY = "mean_pairwise_similarity_above_threshold"
-REWARD_CHECKS = (CHECK_STD, CHECK_RANGE, CHECK_NONTRIVIAL)
-#: The bit of each gate check in a batch result's ``check_flags``, in ``failed_checks`` order.
-CHECK_BITS = {CHECK_STD: 1, CHECK_RANGE: 2, CHECK_NONTRIVIAL: 4, CHECK_SIMILARITY: 8}
-REWARD_CHECK_BITS = CHECK_BITS[CHECK_STD] | CHECK_BITS[CHECK_RANGE] | CHECK_BITS[CHECK_NONTRIVIAL]
-
 # Data problems detected by the policy itself; they make a group ``external``.
 CHECK_NON_FINITE_REWARD = "non_finite_reward"
 CHECK_MISSING_REWARD = "missing_reward"
@@ -108,22 +93,6 @@ CHECK_INCONSISTENT_ROLLOUT = "inconsistent_rollout_rewards"
 CHECK_MISSING_COMPLETION = "missing_completion"
 #: Finite rewards whose mean, standard deviation or range overflows float64.
 CHECK_REWARD_OVERFLOW = "reward_overflow"
-
-
-def primary_reason(external: Sequence[str], failed: Sequence[str], spread: float) -> RejectionReason | None:
-    """
-    Pick the one primary reason from what failed, by precedence.
-
-    ``failed`` lists the gate checks in ``CHECK_BITS`` order (reward checks first);
-    ``spread`` is the gated reward's range, which tells a dead group from a near-tie.
-    """
-    if external:
-        return RejectionReason.EXTERNAL
-    if not failed:
-        return None
-    if failed[0] != CHECK_SIMILARITY:
-        return RejectionReason.EXACT_DEAD if spread == 0.0 else RejectionReason.NEAR_TIE
-    return RejectionReason.REDUNDANT
 
 
 # The step vocabulary: the names of StepReport.metrics(), which every host logs a step under.
@@ -149,6 +118,10 @@ STEP_COUNTS = (
 STEP_DECODED_TOKENS = "decoded_tokens"
 #: The factor the step's loss, averaged over its trained groups, is multiplied by.
 STEP_LOSS_SCALE = "loss_scale"
+#: Samples handed to the trainer whose loss mask is all zero (counted where a host reports masks).
+STEP_MASKED_SAMPLES = "masked_samples"
+#: ``masked_samples`` over the samples handed to the trainer.
+STEP_MASKED_SHARE = "masked_sample_share"
 #: 1 when the caps stopped the step short of its target, else 0 (loggers drop bools).
 STEP_EXHAUSTED = "exhausted"
 #: ``trained_groups / target_groups``: the share of the target the step trains on.

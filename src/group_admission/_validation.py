@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "DEPRECATIONS_REMOVED_IN",
     "as_float",
     "as_int",
     "check_bool",
@@ -65,10 +66,21 @@ def describe(value: object) -> str:
     return f"{text} of type {type(value).__name__}"
 
 
-def deprecated(old: str, instead: str) -> None:
-    """Warn the caller of the caller that ``old`` goes in 0.3.0, and what to use ``instead``."""
-    message = f"{old} is deprecated and will be removed in 0.3.0: {instead}"
-    warnings.warn(message, DeprecationWarning, stacklevel=3)
+#: The release that removes what is deprecated: the one after the next release (0.2.0), so
+#: a name released in 0.1.0 and deprecated in 0.2.0 warns for one release. A name added
+#: after the last release is never deprecated, only changed (docs/architecture.md, "Rules").
+DEPRECATIONS_REMOVED_IN = "0.3.0"
+
+
+def deprecated(old: str, instead: str, *, stacklevel: int = 3) -> None:
+    """
+    Warn that ``old`` is removed in :data:`DEPRECATIONS_REMOVED_IN`, and what to use ``instead``.
+
+    ``stacklevel`` counts from here: the default, 3, names the caller of the function
+    that calls this one.
+    """
+    message = f"{old} is deprecated and will be removed in {DEPRECATIONS_REMOVED_IN}: {instead}"
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
 
 
 def is_real(value: object) -> bool:

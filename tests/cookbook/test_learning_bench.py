@@ -84,6 +84,7 @@ def test_the_split_is_disjoint_and_the_neutral_prompt_shows_the_step() -> None:
 
 
 # -- the quick bench ------------------------------------------------------------------
+@pytest.mark.timeout(900)  # the fixture runs the quick bench first: about 2 minutes on 2 idle cores
 def test_the_quick_bench_writes_the_issue_shape_for_every_arm_and_task(quick: dict[str, Any]) -> None:
     out: Path = quick["out"]
     report = json.loads((out / "learning_bench.json").read_text())
@@ -101,6 +102,9 @@ def test_the_quick_bench_writes_the_issue_shape_for_every_arm_and_task(quick: di
             assert all(isinstance(v, float) for v in arm["final_accuracy"])
             assert all(isinstance(v, int) for v in arm["generated_tokens"])
             assert all(v is None or isinstance(v, int) for v in arm["tokens_to_plain_final"])
+            assert all(v is None or isinstance(v, int) for v in arm["tokens_to_90pct_plain_gain"])
+        assert report["setup"]["limit_arm"] == "oracle_skip"
+        assert task["efficiency_reference"] in ("plain", "outcome_only")
         table = task["warm_table"]["by_format"]
         assert sum(row["completions"] for row in table.values()) == task["heldout_size"] * 8
 
@@ -127,7 +131,8 @@ def test_every_run_stops_at_the_token_budget_and_its_counts_conserve(quick: dict
     most_per_step = 16 * QUICK.members * TASKS["conflict"].max_new_tokens  # 16 groups at most, full length
     for _task, arm, run in _runs(quick):
         counts = run["counts"]
-        assert QUICK.token_budget <= run["tokens"] < QUICK.token_budget + most_per_step, arm
+        budget = round(QUICK.token_budget * ARM[arm].budget_share)
+        assert budget <= run["tokens"] < budget + most_per_step, arm
         assert counts["judged"] == counts["session_generated_groups"], arm
         assert counts["trained"] == counts["session_trained_groups"], arm
         assert counts["surplus"] == counts["session_surplus_groups"], arm
@@ -144,6 +149,8 @@ def test_arms_are_charged_for_every_token_they_decode(quick: dict[str, Any]) -> 
         # finished them, plus what is still running at the end, is every token decoded.
         charged = counts["session_generated_tokens"] + counts["resumed_prior_tokens"]
         assert charged + counts["tokens_carried_at_end"] == counts["tokens"], arm
+        # The session itself counts every decoded token: a carried group's in the step that decoded them.
+        assert counts["session_decoded_tokens"] == counts["tokens"], arm
         if not ARM[arm].streaming:
             assert counts["resumed_prior_tokens"] == counts["tokens_carried_at_end"] == 0, arm
 
@@ -156,8 +163,21 @@ def test_the_arms_differ_where_they_should(quick: dict[str, Any]) -> None:
         assert arms["plain"]["dead_share"] > 0
         assert arms["zero_std_total"]["dead_share"] == 0.0
         assert arms["zero_std_total"]["phantom_share"] > 0
-        for gated in ("gated", "gated_resample", "gated_resample_history", "greso", "streaming_partial"):
+        gated_arms = [
+            arm.name for arm in ARMS if arm.resolved().admission and "gate_on" in arm.resolved().admission
+        ]
+        assert {"gated", "gated_target", "gated_sqrt", "recommended", "oracle_skip"} <= set(gated_arms)
+        for gated in gated_arms:
             assert arms[gated]["dead_share"] == arms[gated]["phantom_share"] == 0.0
+        # The oracle pays only for groups with outcome spread: every group it was charged for trains.
+        oracle = arms["oracle_skip"]["counts"][0]
+        assert oracle["oracle_skipped"] > 0
+        assert oracle["rejected"] == 0
+        # The loss scale each arm trains with is the one its session reports.
+        kept, target = arms["gated"]["counts"][0], arms["gated_target"]["counts"][0]
+        assert kept["loss_scale_sum"] == kept["updates"]  # "kept": 1 every step
+        assert target["loss_scale_sum"] == pytest.approx(target["trained"] / QUICK.target_groups)
+        assert target["loss_scale_sum"] < target["updates"]
 
 
 # -- partial rollout ------------------------------------------------------------------
@@ -178,9 +198,9 @@ def test_resumed_groups_are_finished_by_the_updated_policy_and_keep_each_tokens_
     trained: list[Any] = []
     original = Run.train
 
-    def capture(self: Run, groups: list[Any], padding: list[Any] | None = None) -> None:
+    def capture(self: Run, groups: list[Any], scale: float, padding: list[Any] | None = None) -> None:
         trained.extend((g, {k: v.clone() for k, v in self.policy.model.state_dict().items()}) for g in groups)
-        original(self, groups, padding)
+        original(self, groups, scale, padding)
 
     snapshots = {0: {k: v.clone() for k, v in run.policy.model.state_dict().items()}}
     Run.train = capture  # type: ignore[method-assign]
@@ -290,6 +310,31 @@ def test_a_run_is_deterministic_given_its_seed(warm: dict[str, Any], arm: str) -
 
 
 # -- the report -------------------------------------------------------------------------
+def test_the_paired_ratio_is_geometric_and_counts_runs_that_never_reached_at_their_bound() -> None:
+    from learning_bench.report import ratio
+
+    same = ratio([50, 100, 200], [100, 200, 400], [1000, 1000, 1000])
+    assert same["ratio"] == pytest.approx(0.5)
+    assert same["ci95_low"] == pytest.approx(0.5)
+    assert same["censored"] == 0
+    censored = ratio([None, 100], [100, 100], [300, 300])
+    assert censored["censored"] == 1
+    assert censored["ratio"] == pytest.approx(np.sqrt(3.0))  # the unreached run at 300 / 100, not dropped
+    assert ratio([10], [None], [100])["ratio"] is None  # no reference: no ratio
+
+
+def test_the_recommended_arm_is_the_preset_the_readme_recommends() -> None:
+    from group_admission import SessionConfig
+
+    resolved = ARM["recommended"].resolved()
+    preset = SessionConfig.preset("recommended", policy={"gate_on": ["outcome"]}).to_dict()
+    assert resolved.admission == preset["policy"]
+    assert resolved.budget == preset["budget"]
+    assert resolved.history == preset["history"]
+    assert resolved.loss_scale == preset["loss_scale"]
+    assert ARM["recommended"].to_dict()["preset"] == "recommended"
+
+
 def test_tokens_to_target_interpolates_between_evaluations() -> None:
     curve = [
         {"tokens": 0, "accuracy": 0.2},
@@ -320,13 +365,13 @@ def test_paired_intervals_use_students_t() -> None:
 
 
 # -- the GPU profile, on the CPU ------------------------------------------------------------
-def test_the_cuda_profile_is_a_larger_model_three_arms_three_seeds() -> None:
+def test_the_cuda_profile_is_a_larger_model_with_the_per_token_arms_on_three_seeds() -> None:
     cuda, cpu = profile_for("cuda"), profile_for("cpu")
 
     assert cuda.device == "cuda"
-    assert cuda.workers == 1
-    assert len(cuda.arms) == 3
-    assert cuda.seeds == 3
+    assert cuda.workers >= 1
+    assert {"plain", "recommended", "oracle_skip"} <= set(cuda.arms)
+    assert cuda.seeds == cuda.long_seeds == 3
     assert set(cuda.arms) <= set(ARM_NAMES)
     assert cuda.size.parameters() > 10 * cpu.size.parameters()
     assert sum(p.numel() for p in TinyLM(cuda.size).parameters()) == cuda.size.parameters()

@@ -12,13 +12,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from .._checks import CHECK_MEAN_RANGE, primary_reason
 from .._decision import GroupAdmissionDecision
-from .._reasons import RejectionReason
 
 __all__ = ["CHECK_MEAN_RANGE", "amend_by_mean_range", "keeps_mean"]
-
-#: The failed-check name of a group the policy admitted and OpenRLHF's range rule drops.
-CHECK_MEAN_RANGE = "mean_outside_dynamic_filtering_range"
 
 
 def keeps_mean(scores: Sequence[float], low: float, high: float) -> bool:
@@ -40,10 +37,12 @@ def amend_by_mean_range(
     The decision with OpenRLHF's range rule applied after the policy's gates.
 
     An admitted group whose every member has a score and whose mean OpenRLHF would drop
-    becomes a rejection: ``exact_dead`` when its scores are all equal, otherwise
-    ``near_tie`` (a mean near an end of the range means almost every member sits at
-    that end). A rejected group, or one with a missing score (OpenRLHF skips its rule
-    there), is returned unchanged.
+    becomes a rejection with the failed check ``mean_outside_dynamic_filtering_range``, a
+    reward check of the table (``_checks``), which names its reason: ``exact_dead`` when
+    the scores are all equal (OpenRLHF's advantage is then zero), otherwise ``near_tie`` (a
+    mean near an end of the range means almost every member sits at that end). A rejected
+    group, or one with a missing score (OpenRLHF skips its rule there), is returned
+    unchanged.
 
     .. versionadded:: 0.2.0
     """
@@ -52,5 +51,6 @@ def amend_by_mean_range(
     present = [score for score in scores if score is not None]
     if len(present) < len(scores) or keeps_mean(present, low, high):
         return decision
-    reason = RejectionReason.EXACT_DEAD if len(set(present)) == 1 else RejectionReason.NEAR_TIE
-    return attrs.evolve(decision, reason=reason, failed_checks=(*decision.failed_checks, CHECK_MEAN_RANGE))
+    failed = (*decision.failed_checks, CHECK_MEAN_RANGE)
+    reason = primary_reason((), failed, dead=len(set(present)) == 1)
+    return attrs.evolve(decision, reason=reason, failed_checks=failed)

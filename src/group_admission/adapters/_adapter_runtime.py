@@ -51,10 +51,12 @@ from .._config import GroupAdmissionConfig
 from .._decision import GroupAdmissionDecision
 from .._limits import DropLimits
 from .._loading import coerce_config, from_mapping
+from .._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from .._metrics import AdmissionStats
 from .._policy import GroupAdmissionPolicy
 from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
 from .._session import AdmissionSession, AdmissionVerdict
+from .._tokens import TOKEN_KINDS, TokenTally
 from .._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")
@@ -104,6 +106,7 @@ class ReportWindow:
     def __init__(self, session: AdmissionSession) -> None:
         self._session = session
         self._reported = AdmissionStats()
+        self._tokens = TokenTally()
         self._lock = threading.Lock()
 
     def pending(self) -> AdmissionStats:
@@ -123,15 +126,21 @@ class ReportWindow:
                 the values of several reports has no use for it).
 
         Returns:
-            The :meth:`AdmissionStats.metrics` counts of the window, and
+            The :meth:`AdmissionStats.metrics` counts of the window, the tokens decoded in
+            it (:meth:`TokenTally.metrics`: ``decoded_tokens`` and the charged kinds), and
             ``cumulative_effective_group_rate``: admitted / judged over the session's life.
         """
         with self._lock:
-            total = self._session.stats
+            total, tokens = self._session.stats, self._session.tokens
             window, self._reported = total.difference(self._reported), total
+            decoded = TokenTally(
+                **{kind: getattr(tokens, kind) - getattr(self._tokens, kind) for kind in TOKEN_KINDS}
+            )
+            self._tokens = tokens
+        values = {**window.metrics(), **decoded.metrics()}
         metrics: dict[str, int | float] = {
             f"{prefix}{name}{count_suffix if isinstance(value, int) else ''}": value
-            for name, value in window.metrics().items()
+            for name, value in values.items()
             if rates or isinstance(value, int)
         }
         metrics[f"{prefix}{CUMULATIVE_EFFECTIVE_GROUP_RATE}"] = total.effective_group_rate
@@ -150,11 +159,23 @@ class AdapterSession(Generic[S]):
             from several threads).
     """
 
-    def __init__(self, settings: S, *, host: str, budget: SamplingBudgetConfig | None = None) -> None:
+    def __init__(
+        self,
+        settings: S,
+        *,
+        host: str,
+        budget: SamplingBudgetConfig | None = None,
+        loss_scale: LossScale | None = None,
+    ) -> None:
         self.settings = settings
         if budget is None:
             budget = getattr(settings, "budget", None)
-        self.session = AdmissionSession(settings.policy, budget=budget, limits=settings.limits, host=host)
+        scale: LossScale = (
+            getattr(settings, "loss_scale", DEFAULT_LOSS_SCALE) if loss_scale is None else loss_scale
+        )
+        self.session = AdmissionSession(
+            settings.policy, budget=budget, limits=settings.limits, host=host, loss_scale=scale
+        )
         self.window = ReportWindow(self.session)
         self.lock = threading.RLock()
         self._warned: set[str] = set()
@@ -294,6 +315,11 @@ def as_limits(value: Any) -> DropLimits:
     return coerce_config(DropLimits, value, name="limits")
 
 
+def loss_scale_field() -> Any:
+    """The ``loss_scale`` setting: the session's loss-scale mode (default: the sessions' own)."""
+    return attrs.field(default=DEFAULT_LOSS_SCALE, validator=check_one_of(LOSS_SCALES))
+
+
 def on_exhausted_field() -> Any:
     """The ``on_exhausted`` setting: ``"train"`` (the default) on what the step kept, or ``"raise"``."""
     return attrs.field(default="train", validator=check_one_of(EXHAUSTION_ACTIONS))
@@ -363,6 +389,8 @@ class GroupInput:
     """One group translated for the policy: a reward, completion and rollout id per member, and problems."""
 
     group_key: Hashable | None = None
+    #: The tokens the group decoded, counted with it when it is judged.
+    tokens: int = 0
     rewards: list[float | None] = attrs.Factory(list)
     completions: list[str | None] = attrs.Factory(list)
     rollout_ids: list[Hashable] = attrs.Factory(list)
@@ -391,4 +419,4 @@ class GroupInput:
 
     def judge(self, session: AdmissionSession, *, step: int | str | None = None) -> AdmissionVerdict:
         """The session's verdict on this group: counted, with its drop limits applied."""
-        return session.record(self.evaluate(session.policy), step=step)
+        return session.record(self.evaluate(session.policy), step=step, generated_tokens=self.tokens)

@@ -72,8 +72,8 @@ class StreamingLaunches(StrategyBase):
     The session carries its rate estimate from step to step.
 
     Args:
-        budget: The caps. ``None`` allows ``2 x target_groups`` extra groups (the most
-            slime's default waves generate).
+        budget: The caps. ``None``: ``SamplingBudgetConfig.for_target(target_groups)``,
+            ``2 x target_groups`` extra groups (the most slime's default waves generate).
         confidence: The probability that the groups in flight meet the target; higher
             is faster and generates more.
         race: Admitted groups to race for each open place (see :func:`plan_stream`).
@@ -106,7 +106,7 @@ class StreamingLaunches(StrategyBase):
         check_budget_samples(budget, config.target_groups, config.group_size, name=self.name)
 
     def _budget(self, target: int) -> SamplingBudgetConfig:
-        return self.budget or SamplingBudgetConfig(max_extra_groups=2 * target)
+        return self.budget or SamplingBudgetConfig.for_target(target)
 
     def run_step(self, context: StepContext) -> StepOutcome:
         """Launch, finish, top up and abort (or carry) until the target is met or the plan is exhausted."""
@@ -183,8 +183,9 @@ class SessionPoolStrategy(StrategyBase):
 
     def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
         """The caps of a step with this target: the ``budget``, else room to reach it on a hard pool."""
-        return self.budget or SamplingBudgetConfig(
-            max_extra_groups=6 * target_groups, max_resample_rounds=8, mode="confidence", confidence=0.9
+        # A hard pool needs more room than a step of fresh prompts: 6 x target extra groups.
+        return self.budget or SamplingBudgetConfig.for_target(
+            target_groups, extra_per_target=6, max_resample_rounds=8, mode="confidence", confidence=0.9
         )
 
     def check(self, config: PromptPoolConfig) -> None:

@@ -237,9 +237,9 @@ class ControllerResampling(StrategyBase):
     groups beyond it are discarded and counted as surplus (``StepReport.surplus_groups``).
 
     Args:
-        budget: The caps. ``None`` uses ``max_extra_groups = 2 x target_groups`` (the
-            most slime's default waves generate) and ``max_resample_rounds = 3``, other
-            fields at their defaults.
+        budget: The caps. ``None`` uses ``SamplingBudgetConfig.for_target`` (``2 x
+            target_groups`` extra groups) with ``max_resample_rounds = 3``, other fields at
+            their defaults.
         mode: Overrides ``budget.mode`` when set (``"expected"`` or ``"confidence"``).
         carry_rate: Keep one session for the whole run, so each step starts from the
             previous step's rate estimate, and plan the first round with it instead of
@@ -265,9 +265,7 @@ class ControllerResampling(StrategyBase):
 
     def effective_budget(self, target_groups: int) -> SamplingBudgetConfig:
         """The caps used for a step with this target."""
-        budget = self.budget or SamplingBudgetConfig(
-            max_extra_groups=2 * target_groups, max_resample_rounds=3
-        )
+        budget = self.budget or SamplingBudgetConfig.for_target(target_groups, max_resample_rounds=3)
         return budget if self.mode is None else attrs.evolve(budget, mode=self.mode)
 
     def check(self, config: SimulationConfig) -> None:

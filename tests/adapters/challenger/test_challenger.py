@@ -327,6 +327,19 @@ class TestBudget:
         assert (report.target_groups, report.generated_groups, report.kept_groups) == (3, 2, 1)
         assert report.short_groups == 2
 
+    def test_the_report_counts_every_handed_off_groups_tokens(self):
+        """tokens_of counts each trajectory: rejected groups' tokens are decoded tokens too."""
+        admission = ChallengerAdmission(
+            STRICT, budget=LOOSE_BUDGET, tokens_of=lambda t: 10 * len(t["messages"])
+        )
+        admission.begin_batch(3)
+        admission.admitted_groups([group(0.0, 1.0), group(1.0, 1.0, 1.0)], Counter())
+        admission.end_batch(complete=False)
+        admission.begin_batch(1)
+
+        report = admission.last_report
+        assert (report.generated_tokens, report.decoded_tokens) == (100, 100)  # 5 trajectories of 2 messages
+
     def test_begin_batch_resets_counts_and_keeps_the_rate(self):
         """Each batch starts with fresh counters and the previous batch's effective-rate estimate."""
         admission = ChallengerAdmission(STRICT, budget={**LOOSE_BUDGET, "max_total_samples": 4})

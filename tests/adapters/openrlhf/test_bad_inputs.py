@@ -75,6 +75,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "'apply_dynamic_filtering_range' must be a bool (got 'yes')",
     ),
     (
+        "an unknown loss scale",
+        lambda: OpenRLHFAdmissionSettings.from_mapping({"loss_scale": "token-mean"}),
+        ValueError,
+        "'loss_scale' must be one of 'kept', 'target', 'linear', 'sqrt' (got 'token-mean')",
+    ),
+    (
         "unknown exhaustion action",
         lambda: OpenRLHFAdmissionSettings.from_mapping({"on_exhausted": "stop"}),
         ValueError,

@@ -178,6 +178,26 @@ def test_surplus_groups_are_counted_and_not_returned(
     assert gen.last_admission_metrics[f"{METRIC_PREFIX}surplus_groups"] == report.surplus_groups
 
 
+def test_every_judged_groups_tokens_are_reported_surplus_and_rejected_included(
+    host: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use(monkeypatch, {"budget": {"max_extra_groups": 16, "confidence": 0.99}})
+    script = {f"p{i}": {"scores": [1.0, 1.0] if i % 3 == 0 else [0.0, 1.0]} for i in range(20)}
+    gen = generator(admission_generator_class(host.SamplesGenerator), script, n=2)
+
+    _, consumed, _ = run(gen, list(script), 2)
+    metrics = gen.last_admission_metrics
+
+    # The scripted engine's responses of a group of two are 2 and 3 tokens long.
+    assert consumed > 2
+    assert (
+        5 * consumed
+        == metrics[f"{METRIC_PREFIX}decoded_tokens"]
+        == metrics[f"{METRIC_PREFIX}generated_tokens"]
+    )
+    assert 0 == metrics[f"{METRIC_PREFIX}aborted_tokens"]  # OpenRLHF aborts nothing: every group is judged
+
+
 def test_missing_scores_are_external_where_openrlhf_skips_its_rule(host: ModuleType) -> None:
     script = {"none": {"scores": [None, None]}, "ok": {"scores": [0.0, 1.0]}}
     (ours_gen, ours), (_, theirs) = both(host, script, list(script), 2, n=2)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import GroupAdmissionPolicy
+from group_admission import AdmissionSession, GroupAdmissionPolicy
 from group_admission._host_rules.openrlhf import CHECK_MEAN_RANGE, amend_by_mean_range, keeps_mean
 
 NO_GATES = GroupAdmissionPolicy({})
@@ -57,3 +57,18 @@ def test_the_amended_decision_admits_exactly_what_openrlhf_keeps(scores: list[fl
 
     assert decision.admitted is keeps_mean(scores, *bounds)
     assert decision.admitted or CHECK_MEAN_RANGE in decision.failed_checks
+
+
+@pytest.mark.parametrize("scores", [[0.9, 1.0], [1.0, 1.0]])
+def test_a_session_that_recorded_a_range_rejection_restores(scores: list[float]) -> None:
+    """The rule's check is a reward check: its rejection counts as one, so the counts conserve and restore."""
+    session = AdmissionSession()
+    amended = amend_by_mean_range(NO_GATES.evaluate(scores), scores, 0.2, 0.8)
+    session.record(amended)
+    restored = AdmissionSession()
+
+    restored.load_state_dict(session.state_dict())
+
+    assert amended.reward_rejected
+    assert (1, 1) == (restored.stats.reward_rejected, restored.stats.rejected)
+    assert session.stats == restored.stats

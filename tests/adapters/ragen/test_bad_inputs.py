@@ -134,6 +134,14 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "'config' must be a GroupAdmissionConfig, a mapping or None (got 5)",
     ),
     (
+        "filter_loss_scaling unknown",
+        lambda: RagenGroupAdmissionFilter.from_config(
+            _config(actor_rollout_ref__actor__filter_loss_scaling="log")
+        ),
+        ValueError,
+        "'actor_rollout_ref.actor.filter_loss_scaling' must be one of 'none', 'linear', 'sqrt' (got 'log')",
+    ),
+    (
         "selection not a RagenSelection",
         lambda: select_groups(torch, torch.tensor([1.0]), "top_p"),
         TypeError,

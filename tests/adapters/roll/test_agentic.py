@@ -195,6 +195,22 @@ def test_counts_reach_rolls_batch_metrics_once_per_judged_group() -> None:
     assert "group_admission/candidate_group_count@sum" not in batch[1].meta_info["metrics"]
 
 
+def test_every_judged_trajectorys_response_tokens_reach_the_batch_metrics() -> None:
+    group_filter = make_filter()
+    batch: list[roll_types.DataProto] = []
+    decoded = 0
+    for scores in ((1.0, 1.0), (1.0, 0.0), (0.0, 0.0), (0.0, 1.0)):
+        group = trajectories(*scores)
+        decoded += sum(int(t.batch["response_mask"].sum()) for t in group)
+        if not drops(group_filter, group):
+            batch += group
+
+    metrics = roll_types.agentic_batch_metrics(batch)
+
+    assert decoded > 0
+    assert decoded == metrics["group_admission/decoded_tokens@sum"]  # the dropped groups' too
+
+
 def test_consecutive_missing_trajectories_stop_the_run() -> None:
     group_filter = make_filter(f"{STD}\nmax_consecutive_failed_groups: 2")
     drops(group_filter, [None, *trajectories(1.0)])

@@ -248,6 +248,24 @@ def test_counts_reach_rolls_batch_metrics_once_per_judged_group(adapter: types.M
     }.items() <= metrics.items()
 
 
+def test_every_judged_groups_response_tokens_reach_the_batch_metrics(adapter: types.ModuleType) -> None:
+    config = pipeline(STD)
+    committed: list[Any] = []
+    groups = (DEAD, GOOD, [math.nan] * 4, GOOD)
+    for rewards in groups:
+        committed += run(adapter, config, rewards) or []
+    # Each response of rlvr_responses has 3 tokens; the dead and the NaN group count too.
+    decoded = sum(int(roll_types.rlvr_responses(rewards).batch["response_mask"].sum()) for rewards in groups)
+
+    metrics = roll_types.collect_metrics("math_rule", committed)
+
+    assert (decoded, 0.0) == (
+        metrics["group_admission/decoded_tokens@sum"],
+        metrics["group_admission/aborted_tokens@sum"],
+    )
+    assert 4 * 4 * 3 == decoded  # four groups of four 3-token responses
+
+
 def test_counts_since_the_last_kept_group_ride_on_one_response(adapter: types.ModuleType) -> None:
     config = pipeline({"policy": {"min_reward_std": 1e-6}})  # a budget: the 1st dead group is kept
     first = run(adapter, config, DEAD)

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from group_admission.adapters.slime import record_all_samples
 from group_admission.simulation import SimulationConfig
 from group_admission.simulation._stream import GroupStream
 
@@ -193,3 +194,9 @@ def sample_filter(args: Any, data: Any) -> None:
 def all_samples(args: Any, all_groups: Any, data_source: Any) -> None:
     """A ``--rollout-all-samples-process-path`` that records its call."""
     HOOK_CALLS.append(("all_samples", all_groups, data_source))
+
+
+def all_samples_then_admission(args: Any, all_groups: Any, data_source: Any) -> None:
+    """Record the call, then the adapter's ``record_all_samples`` (closes the filter's rollout)."""
+    HOOK_CALLS.append(("all_samples", all_groups, data_source))
+    record_all_samples(args, all_groups, data_source)

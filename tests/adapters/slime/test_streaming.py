@@ -288,6 +288,26 @@ def test_a_short_rollout_pads_with_rejected_groups_and_keeps_the_admitted_ones_t
     assert 2 == outputs[0].metrics[f"{PREFIX}padded_group_count"]
 
 
+@pytest.mark.parametrize(("mode", "scale"), [({}, 1 / 3), ({"loss_scale": "kept"}, 1.0)])
+def test_a_short_rollout_reports_the_loss_scale_of_slimes_per_sample_mean(
+    slime_host: Host, mode: dict[str, Any], scale: float
+) -> None:
+    # One group of three is informative: slime's loss over the padded batch is 1/3 of the kept mean.
+    def script(rollout_id: int, position: int) -> GroupScript:
+        return GroupScript(lengths=(5 + position, 5), rewards=(1.0, 0.0) if position == 1 else (0.0, 0.0))
+
+    args = make_args(
+        rollout_batch_size=3,
+        n_samples_per_prompt=2,
+        group_admission_streaming={"budget": {"max_extra_groups": 2}, **mode},
+    )
+
+    outputs, _, _ = run(slime_host, args, script, rollouts=1)
+
+    assert 1 == outputs[0].metrics[f"{PREFIX}trained_groups"]
+    assert scale == pytest.approx(outputs[0].metrics[f"{PREFIX}loss_scale"])
+
+
 def test_on_exhausted_raise_stops_the_run_naming_the_caps(slime_host: Host) -> None:
     args = make_args(
         rollout_batch_size=4,

@@ -44,6 +44,12 @@ SETTINGS: list[tuple[str, Any, type[Exception], str]] = [
         "'max_extra_groups' must be >= 0",
     ),
     ("an unknown budget key", {"budget": {"max_rounds": 1}}, ValueError, "unknown key.*'max_rounds'"),
+    (
+        "an unknown loss scale",
+        {"loss_scale": "mean"},
+        ValueError,
+        "'loss_scale' must be one of 'kept', 'target'",
+    ),
 ]
 
 
@@ -101,7 +107,7 @@ def test_without_slime_the_rollout_says_how_to_install_it(monkeypatch: pytest.Mo
 
 def test_the_tables_cover_the_settings() -> None:
     fields = {name for _, raw, _, _ in SETTINGS if isinstance(raw, dict) for name in raw}
-    assert {"confidence", "race", "top_up_below", "on_exhausted", "budget"} <= fields
+    assert {"confidence", "race", "top_up_below", "on_exhausted", "budget", "loss_scale"} <= fields
 
 
 class _GitInstall:

@@ -26,7 +26,8 @@ def test_the_page_quotes_the_benchmark(name: str) -> None:
     for setting in RESULTS["settings"].values():
         row = setting[name]
         resumed = f"{row['resumed_share']:.0%}" if row["resumed_share"] else "-"
-        cells += [f"{row['time_vs_slime']:.3f}", f"{row['tokens_vs_slime']:.3f}", resumed]
+        judged = f"{row['judged_token_share']:.0%}" if "judged_token_share" in row else "-"
+        cells += [f"{row['time_vs_slime']:.3f}", f"{row['tokens_vs_slime']:.3f}", resumed, judged]
 
     assert f"| {ROWS[name]} | {' | '.join(cells)} |" in PAGE
 
@@ -39,3 +40,11 @@ def test_every_real_figure_is_the_simulators() -> None:
         for key in ("time_per_step", "tokens", "resumed_share"):
             assert row[f"simulated_{key}"] == row[key]
     assert RESULTS["slime_commit"].startswith("624b824a8")
+
+
+def test_every_streaming_rollout_reports_every_token_the_engine_decoded() -> None:
+    streaming = [r for s in RESULTS["settings"].values() for n, r in s.items() if n.startswith("streaming")]
+
+    assert len(streaming) == 2 * 4
+    assert all(row["reported_token_share"] == 1.0 for row in streaming)
+    assert all(row["judged_token_share"] < 1.0 for row in streaming)  # what the judged groups alone hold

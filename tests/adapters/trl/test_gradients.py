@@ -1,4 +1,4 @@
-"""Masked rejected groups give the gradient of the same batch with those groups removed."""
+"""With ``loss_scale="kept"``, masked rejected groups give the gradient of the batch without them."""
 
 from __future__ import annotations
 
@@ -20,15 +20,27 @@ EXACT_WITH_KL = ["dapo", "bnpo", "cispo"]
 ROW_FIELDS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")
 
 
-def make_trainer(tiny_model: str, tmp_path: Path, loss_type: str, beta: float = 0.0) -> Any:
+def make_trainer(
+    tiny_model: str,
+    tmp_path: Path,
+    loss_type: str,
+    beta: float = 0.0,
+    *,
+    loss_scale: str = "kept",
+    dataset: Any = None,
+    groups: int = 4,
+) -> Any:
     extra: dict[str, Any] = {"importance_sampling_level": "sequence"} if loss_type == "luspo" else {}
-    args = grpo_config(tmp_path, loss_type=loss_type, beta=beta, per_device_train_batch_size=16, **extra)
+    args = grpo_config(
+        tmp_path, loss_type=loss_type, beta=beta, per_device_train_batch_size=4 * groups, **extra
+    )
     return AdmissionGRPOTrainer(
         model=tiny_model,
         reward_funcs=[accuracy, brevity],
         args=args,
-        train_dataset=prompt_dataset(16),
+        train_dataset=prompt_dataset(16) if dataset is None else dataset,
         admission={"min_reward_std": 1e-6, "gate_on": ["accuracy"]},
+        loss_scale=loss_scale,
     )
 
 
@@ -76,14 +88,18 @@ def test_masked_gradient_equals_removed_gradient(tiny_model: str, tmp_path: Path
     assert error < MAX_RELATIVE_ERROR, f"{loss_type}: relative error {error:.2e}"
 
 
-def kl_trainer(tiny_model: str, tmp_path: Path, loss_type: str) -> Any:
-    """beta > 0 with the policy moved away from the reference, so the KL term has a gradient."""
-    trainer = make_trainer(tiny_model, tmp_path, loss_type, beta=0.5)
+def move_policy(trainer: Any) -> Any:
+    """Move the policy away from the reference, so that a KL term (beta > 0) has a gradient."""
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in trainer.model.parameters():
             parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
     return trainer
+
+
+def kl_trainer(tiny_model: str, tmp_path: Path, loss_type: str) -> Any:
+    """beta > 0 with the policy moved away from the reference, so the KL term has a gradient."""
+    return move_policy(make_trainer(tiny_model, tmp_path, loss_type, beta=0.5))
 
 
 @pytest.mark.slow

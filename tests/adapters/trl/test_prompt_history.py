@@ -161,9 +161,9 @@ class TestTrainer:
             draws.append((trainer.admission_session.step, [row[ID_COLUMN] for row in rows[::size]]))
             return rows
 
-        def spy_judge(output: dict[str, Any], ids: list[int]) -> Any:
+        def spy_judge(output: dict[str, Any], ids: list[int], tokens: int) -> Any:
             judged.extend((trainer.admission_session.step, prompt) for prompt in ids)
-            return judge_round(output, ids)
+            return judge_round(output, ids, tokens)
 
         stream.rows, trainer._judge_round = spy_draw, spy_judge
         trainer.train()
@@ -222,9 +222,9 @@ def spy_judged(trainer: Any) -> dict[int, list[int]]:
     judged: dict[int, list[int]] = {}
     judge_round = trainer._judge_round
 
-    def spy(output: dict[str, Any], ids: list[int]) -> Any:
+    def spy(output: dict[str, Any], ids: list[int], tokens: int) -> Any:
         judged.setdefault(trainer.admission_session.step, []).extend(ids)
-        return judge_round(output, ids)
+        return judge_round(output, ids, tokens)
 
     trainer._judge_round = spy
     return judged

@@ -21,13 +21,13 @@ class Recording(AdmissionGRPOTrainer):
     verdicts: list[list[bool]]
     local: list[dict[str, Any]]
 
-    def _judge(self, output: dict[str, Any]) -> Any:
-        verdict = super()._judge(output)
+    def _judge(self, tokens: int) -> Any:
+        verdict = super()._judge(tokens)
         self.verdicts.append(verdict.keep.tolist())
         return verdict
 
-    def _mask(self, output: dict[str, Any], filled: Any) -> dict[str, Any]:
-        masked = super()._mask(output, filled)
+    def _mask(self, output: dict[str, Any], filled: Any, report: Any) -> dict[str, Any]:
+        masked = super()._mask(output, filled, report)
         self.local.append(
             {
                 "rows_with_tokens": int((masked["completion_mask"].sum(dim=1) > 0).sum()),
@@ -43,9 +43,9 @@ class RecordingPrompts(Recording):
 
     judged: dict[int, list[Any]]
 
-    def _judge_round(self, output: dict[str, Any], ids: Any) -> Any:
+    def _judge_round(self, output: dict[str, Any], ids: Any, tokens: int) -> Any:
         self.judged.setdefault(self.admission_session.step, []).extend(ids or [])
-        return super()._judge_round(output, ids)
+        return super()._judge_round(output, ids, tokens)
 
 
 def main(model: str, out: str, mode: str) -> None:
@@ -56,6 +56,7 @@ def main(model: str, out: str, mode: str) -> None:
         args=grpo_config(Path(out), per_device_train_batch_size=4, max_steps=4 if history else 3),
         train_dataset=prompt_dataset(),
         admission={"min_reward_std": 1e-6, "gate_on": ["accuracy"]},
+        loss_scale="kept",  # the normaliser recounted over both ranks (test_distributed)
         # Every rank builds the same history: the even rows (all-wrong groups) seen dead.
         prompt_history=dead_history(frozenset(range(0, 64, 2)), frozenset(range(1, 64, 2)))
         if history

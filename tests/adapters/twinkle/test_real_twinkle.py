@@ -17,7 +17,7 @@ import torch
 from packaging.specifiers import SpecifierSet
 from twinkle.advantage import GRPOAdvantage
 from twinkle.data_format import SampledSequence, SampleResponse, SamplingParams
-from twinkle.loss import GRPOLoss, PPOLoss
+from twinkle.loss import DRGRPOLoss, GRPOLoss, PPOLoss
 from twinkle.reward import GSM8KAccuracyReward
 from twinkle.sampler import Sampler
 
@@ -227,3 +227,29 @@ def test_with_a_kl_term_zeroed_advantages_still_train_rejected_rows_and_selectio
 
     assert torch.count_nonzero(zeroed[~kept]) > 0  # the dead group still steers the update
     assert torch.count_nonzero(selected[~kept]) == 0
+
+
+@pytest.mark.parametrize("mode", ["target", "kept"])
+@pytest.mark.parametrize(
+    "loss_fn", [GRPOLoss(), DRGRPOLoss(max_completion_length=8)], ids=["GRPOLoss", "DRGRPOLoss"]
+)
+def test_a_short_step_takes_the_update_of_the_full_target_in_twinkles_losses(loss_fn, mode):
+    """Two of the four groups are dead and the budget allows no more: the step is short."""
+    admission = TwinkleGroupAdmission(GATED, num_generations=G, loss_scale=mode)
+    batch = [prompt(pid) for pid in ("live-0", "dead-1", "live-2", "solved-3")]
+    result = sample_admitted_groups(admission, ScriptedSampler(), batch, twinkle_score)
+    trained = result.report.trained_groups
+    assert (2, 4) == (trained, result.report.target_groups)
+    rows = trained * G
+    lengths = [3, 5, 2, 4, 6, 6, 1, 3] * 2
+    labels, logps, old = loss_batch(4 * G, lengths)
+    # The full target: the kept groups' rows, then the missing groups' rows at zero advantage.
+    full_advantages = torch.cat([result.advantages / result.report.loss_scale, torch.zeros(4 * G - rows)])
+
+    step = loss_of(loss_fn, labels[:rows], logps[:rows], old[:rows], result.advantages)
+    full = loss_of(loss_fn, labels, logps, old, full_advantages)
+    kept_mean = loss_of(loss_fn, labels[:rows], logps[:rows], old[:rows], full_advantages[:rows])
+
+    assert result.report.loss_scale == (0.5 if mode == "target" else 1.0)
+    assert torch.allclose(step, full if mode == "target" else kept_mean)
+    assert not torch.allclose(full, kept_mean)  # the modes differ on a short step

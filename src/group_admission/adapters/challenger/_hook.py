@@ -189,7 +189,7 @@ class ChallengerAdmission(SessionHolder):
 
         A batch's step ends when the next batch begins (see :meth:`begin_batch`).
 
-        .. versionadded:: 0.3.0
+        .. versionadded:: 0.2.0
         """
         return self._last_report
 

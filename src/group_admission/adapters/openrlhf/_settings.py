@@ -19,12 +19,14 @@ from ..._config import GroupAdmissionConfig
 from ..._exceptions import ConfigurationError
 from ..._limits import DropLimits
 from ..._loading import load_yaml_mapping
+from ..._loss_scale import LossScale
 from ..._validation import check_bool
 from .._adapter_runtime import (
     ExhaustionAction,
     as_budget,
     as_limits,
     as_policy_config,
+    loss_scale_field,
     on_exhausted_field,
     settings_from,
     token_ids_only,
@@ -80,6 +82,9 @@ class OpenRLHFAdmissionSettings:
             one); ``"raise"`` stops with :class:`group_admission.BudgetExhaustedError`.
         metrics_in_info: Write the call's metrics into every returned experience's
             ``info``, so that OpenRLHF logs them beside its own (``train/group_admission/...``).
+        loss_scale: The loss scale the step metrics report (``loss_scale``); OpenRLHF
+            0.11.2 averages over the batch it trains on whatever ``--actor.loss_agg_mode``,
+            which is ``"kept"`` on a short step (docs/adapters/openrlhf.md).
 
     .. versionadded:: 0.2.0
     """
@@ -92,6 +97,7 @@ class OpenRLHFAdmissionSettings:
     apply_dynamic_filtering_range: bool = attrs.field(default=False, validator=check_bool)
     on_exhausted: ExhaustionAction = on_exhausted_field()
     metrics_in_info: bool = attrs.field(default=True, validator=check_bool)
+    loss_scale: LossScale = loss_scale_field()
 
     @property
     def components(self) -> tuple[str, ...]:

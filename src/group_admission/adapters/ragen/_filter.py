@@ -13,10 +13,12 @@ import numpy.typing as npt
 from ..._config import GroupAdmissionConfig
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
 from ..._loading import require_extra
+from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale, loss_scale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession
 from ..._validation import check_count, describe
 from .._adapter_runtime import SessionHolder, chunk
+from .._adapter_step import admission_step
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -31,6 +33,11 @@ _SELECTION_KEYS = {
     "metric": ("rollout_filter_metric", "reward_variance"),
 }
 IntArray = npt.NDArray[np.int64]
+#: RAGEN's ``actor_rollout_ref.actor.filter_loss_scaling`` and the loss scale it applies:
+#: ``none`` leaves verl's loss over the kept groups; ``linear`` multiplies the advantages by
+#: ``filter_kept_ratio`` (kept / ``env_groups``: RAGEN generates the target exactly, so it is
+#: the ``"target"`` scale too), ``sqrt`` by its square root (agent_trainer.py:1401-1408).
+RAGEN_LOSS_SCALES: dict[str, LossScale] = {"none": "kept", "linear": "linear", "sqrt": "sqrt"}
 
 
 class GroupLayout(NamedTuple):
@@ -224,6 +231,25 @@ def select_groups(torch: Any, scores: Any, selection: RagenSelection, *, candida
     return torch.as_tensor(kept, dtype=torch.long, device=scores.device)
 
 
+def _decoded_tokens(torch: Any, batch: Any) -> int:
+    """The tokens the policy decoded for the batch: ``loss_mask`` (RAGEN's mask of model tokens), summed."""
+    mask = batch.batch.get("loss_mask", None) if hasattr(batch.batch, "get") else None
+    if mask is None or not torch.is_tensor(mask):
+        return 0
+    return int(mask.sum().item())
+
+
+def _ragen_loss_scale(config: Any) -> LossScale:
+    """The loss scale of RAGEN's ``actor_rollout_ref.actor.filter_loss_scaling`` (``none`` when absent)."""
+    actor = getattr(config.actor_rollout_ref, "actor", None)
+    value = getattr(actor, "filter_loss_scaling", "none")
+    if value not in RAGEN_LOSS_SCALES:
+        known = ", ".join(map(repr, RAGEN_LOSS_SCALES))
+        msg = f"'actor_rollout_ref.actor.filter_loss_scaling' must be one of {known} (got {value!r})"
+        raise ValueError(msg)
+    return RAGEN_LOSS_SCALES[value]
+
+
 def _plain(value: Any) -> Any:
     """Turn OmegaConf containers (or any mapping) into plain dicts and lists."""
     if isinstance(value, Mapping):
@@ -262,6 +288,9 @@ class RagenGroupAdmissionFilter(SessionHolder):
             group with finite rewards.
         num_groups: Groups per batch (RAGEN's ``es_manager.train.env_groups``).
         selection: RAGEN's selection among the admitted groups; ``None`` keeps them all.
+        loss_scale: The loss scale RAGEN applies after the filter, logged as
+            ``rollout/group_admission/loss_scale``; :meth:`from_config` reads it from RAGEN's
+            ``filter_loss_scaling`` (:data:`RAGEN_LOSS_SCALES`).
 
     Attributes:
         empty_batches: Steps that ended with no group kept.
@@ -275,12 +304,13 @@ class RagenGroupAdmissionFilter(SessionHolder):
         *,
         num_groups: int,
         selection: RagenSelection | None = None,
+        loss_scale: LossScale = DEFAULT_LOSS_SCALE,
     ) -> None:
         num_groups = check_count(num_groups, "num_groups", 1)
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
-        self._session = AdmissionSession(policy, host="RAGEN")
+        self._session = AdmissionSession(policy, host="RAGEN", loss_scale=loss_scale)
         self._num_groups = num_groups
         self._selection = selection
         self.empty_batches = 0
@@ -332,6 +362,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
             GroupAdmissionPolicy(policy_settings, logger=logger),
             num_groups=groups,
             selection=_selection(rollout, settings.get("selection")),
+            loss_scale=_ragen_loss_scale(config),
         )
 
     def filter(self, batch: Any) -> tuple[Any, dict[str, Any]]:
@@ -345,11 +376,15 @@ class RagenGroupAdmissionFilter(SessionHolder):
         torch = require_extra("torch", "torch", "The RAGEN rollout filter")
         layout = read_layout(torch, batch, self._num_groups)
         rewards = layout.rewards
-        before = self._session.stats
-        verdicts = self._session.judge_batch(
-            rewards, self._completions(batch, layout), group_keys=list(layout.group_keys)
-        )
-        counts = self._session.stats.difference(before).metrics()
+        # One step per call: RAGEN generates exactly env_groups groups and never resamples.
+        with admission_step(self._session, self._num_groups) as step:
+            verdicts = self._session.judge_batch(
+                rewards,
+                self._completions(batch, layout),
+                group_keys=list(layout.group_keys),
+                generated_tokens=_decoded_tokens(torch, batch),
+            )
+        counts = self._session.step_stats.metrics()
         with warnings.catch_warnings():
             # One-member groups have no sample std (NaN, as in RAGEN); torch warns about it.
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
@@ -374,6 +409,16 @@ class RagenGroupAdmissionFilter(SessionHolder):
             self.empty_batches += 1
         metrics = self._ragen_metrics(torch, layout, stats, scores, kept)
         metrics.update({f"{METRIC_PREFIX}{key}": value for key, value in counts.items()})
+        tokens = step.report.metrics(prefix=METRIC_PREFIX)
+        metrics.update({name: value for name, value in tokens.items() if name.endswith("_tokens")})
+        # The scale RAGEN applies: of the groups kept after its selection, not only the admitted.
+        groups = self._num_groups
+        metrics[f"{METRIC_PREFIX}loss_scale"] = loss_scale(
+            self._session.loss_scale,
+            trained_groups=kept.numel(),
+            target_groups=groups,
+            generated_groups=groups,
+        )
         metrics[f"{METRIC_PREFIX}selection_dropped_group_count"] = int(verdicts.keep.sum()) - kept.numel()
         metrics[f"{METRIC_PREFIX}kept_group_count"] = kept.numel()
         metrics[f"{METRIC_PREFIX}empty_batch"] = float(kept.numel() == 0)

@@ -68,6 +68,14 @@ def response_text(data: Any, row: int) -> str | None:
         return None
 
 
+def response_tokens(data: Any) -> int:
+    """The response tokens of one DataProto: its ``response_mask`` summed (0 when it has none)."""
+    if _damage(data) is not None:
+        return 0
+    values, problem = _column(data.batch, "response_mask")
+    return 0 if problem else int(sum(1 for value in values or () if value))
+
+
 def _add(out: GroupInput, value: Any, text: str | None, slot: int) -> None:
     reward, problem = scalar_reward(value)
     if problem is not None:
@@ -91,6 +99,7 @@ def read_responses(data_list: Any, *, texts: bool = False) -> GroupInput:
             _add(out, value, response_text(data, row) if texts else None, len(out.rewards))
     if not out.rewards:
         out.reject("malformed_group", 0)
+    out.tokens = sum(response_tokens(data) for data in leaves(data_list))
     return out
 
 
@@ -140,6 +149,7 @@ def read_trajectories(group: Any, *, texts: bool = False) -> GroupInput:
             out.reject("missing_trajectory", slot)
         else:
             _trajectory(out, slot, data, texts)
+            out.tokens += response_tokens(data)
     return out
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ from ..._validation import (
     check_optional,
     check_range,
     check_real,
+    deprecated,
     describe,
 )
 from .._adapter_runtime import (
@@ -79,11 +79,11 @@ def _renamed(fields: Mapping[str, Any]) -> dict[str, Any]:
     fields = dict(fields)
     if _DEPRECATED_RATIO not in fields:
         return fields
-    warnings.warn(
-        "'max_drop_ratio' is deprecated and will be removed in 0.3.0: name the setting "
-        "'max_rejection_ratio', as the RLVR settings and DropLimits do",
-        DeprecationWarning,
-        stacklevel=3,
+    # From here: this function, the constructor, and its caller.
+    deprecated(
+        "'max_drop_ratio'",
+        "name the setting 'max_rejection_ratio', as the RLVR settings and DropLimits do",
+        stacklevel=4,
     )
     if "max_rejection_ratio" in fields:
         msg = (
@@ -107,7 +107,7 @@ class RollAgenticSettings:
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        ``max_drop_ratio`` is named ``max_rejection_ratio``; the old name still works, with a
-       ``DeprecationWarning``, until 0.3.0.
+       ``DeprecationWarning``, until it is removed in 0.3.0.
     """
 
     policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=scalar_policy_config)
@@ -122,12 +122,13 @@ class RollAgenticSettings:
 
     @property
     def max_drop_ratio(self) -> float | None:
-        """Deprecated (until 0.3.0): the old name of :attr:`max_rejection_ratio`."""
-        warnings.warn(
-            "'max_drop_ratio' is deprecated and will be removed in 0.3.0: read 'max_rejection_ratio'",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        """
+        Deprecated alias of :attr:`max_rejection_ratio`.
+
+        .. deprecated:: 0.2.0
+            Read :attr:`max_rejection_ratio`; removed in 0.3.0.
+        """
+        deprecated("'max_drop_ratio'", "read 'max_rejection_ratio'")
         return self.max_rejection_ratio
 
     @property

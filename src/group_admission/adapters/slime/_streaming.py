@@ -28,7 +28,7 @@ from .._adapter_runtime import AdapterSession, SessionRegistry
 from .._adapter_step import admission_step, exhausted_message, log_metrics
 from .._host_support import host_versions, import_host
 from . import _hooks
-from ._groups import leaves, read_group
+from ._groups import GENERATION_FAILED, failed_group, leaves, read_group, response_tokens
 from ._hooks import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings, drop_reason
 from ._streaming_report import rollout_metrics
 from ._streaming_settings import STREAMING_SETTINGS_ATTR, SlimeStreamingSettings
@@ -82,7 +82,9 @@ class _Stream(AdapterSession[SlimeAdmissionSettings]):
     def __init__(
         self, admission: SlimeAdmissionSettings, streaming: SlimeStreamingSettings, target: int
     ) -> None:
-        super().__init__(admission, host="slime", budget=streaming.budget_for(target))
+        super().__init__(
+            admission, host="slime", budget=streaming.budget_for(target), loss_scale=streaming.loss_scale
+        )
         self.streaming = streaming
 
 
@@ -129,10 +131,6 @@ def _check_args(args: Any) -> None:
         raise ValueError(msg)
 
 
-def _response_tokens(group: Any) -> int:
-    return sum(int(getattr(sample, "response_length", 0) or 0) for sample in leaves(group))
-
-
 def _started_in(group: Any) -> int | None:
     """The rollout a group carried over by slime's abort started in (``metadata['start_rollout_id']``)."""
     starts = [
@@ -170,7 +168,32 @@ class _Rollout:
     kept: list[_Finished] = attrs.Factory(list)
     rejected: list[_Finished] = attrs.Factory(list)  # gate rejections: usable rewards, no signal
     finished: list[_Finished] = attrs.Factory(list)
+    judged: set[Any] = attrs.Factory(set)
     carried_in: int = 0
+    stopped: bool = False
+
+    def unjudged(self) -> list[Any]:
+        """The launched groups not judged: in flight, or finished with the one that stopped the rollout."""
+        return sorted(set(self.launches) - self.judged, key=lambda task: self.launches[task].order)
+
+    def resumable(self, task: Any) -> bool:
+        """Whether slime can resume a finished task's group: all its members came back, none failed."""
+        if task.cancelled() or task.exception() is not None or len(task.result()) != self.group_size:
+            return False
+        return all(
+            getattr(getattr(sample, "status", None), "value", None) != "failed"
+            for sample in leaves(task.result())
+        )
+
+    def charge_unjudged(self, tasks: list[Any], *, carried: bool) -> None:
+        """
+        Charge the tokens the unjudged groups decoded in this rollout where they were decoded.
+
+        ``carried``: slime hands them back for a later rollout (``--partial-rollout``),
+        which counts only what they decode then; else they are lost, aborted.
+        """
+        tokens = sum(self.decoded(task) for task in tasks if task.done())
+        self.stream.session.charge(tokens, kind="carried" if carried else "aborted")
 
     def launch(self, groups: list[Any]) -> None:
         # One group at a time, so that each of slime's tasks is known with its group.
@@ -178,19 +201,31 @@ class _Rollout:
             before = set(self.state.pendings)
             self.state.submit_generate_tasks([group])
             for task in set(self.state.pendings) - before:
-                self.launches[task] = _Launch(len(self.launches), _response_tokens(group), _started_in(group))
+                self.launches[task] = _Launch(len(self.launches), response_tokens(group), _started_in(group))
+
+    def decoded(self, task: Any) -> int:
+        """The response tokens a group decoded in this rollout (a resumed group's earlier ones excluded)."""
+        if task.cancelled() or task.exception() is not None:
+            return 0  # its samples never came back: nothing of it can be counted
+        return max(0, response_tokens(task.result()) - self.launches[task].tokens)
 
     def finish(self, task: Any, gatherer: Any) -> None:
         """Judge a finished group and count it in the session, with the tokens it produced in this rollout."""
+        self.judged.add(task)
         launch = self.launches[task]
-        group = task.result()
         session, admission = self.stream.session, self.stream.settings
-        decision = read_group(self.args, group, admission.reject_statuses).evaluate(session.policy)
-        verdict = session.record(
-            decision,
-            samples=max(1, len(group)),
-            generated_tokens=max(0, _response_tokens(group) - launch.tokens),
-        )
+        error = None if task.cancelled() else task.exception()
+        if task.cancelled() or error is not None:
+            # A generation or reward error loses the group, not the rollout: it is counted as external.
+            _log.warning("group_admission_generation_failed", error=repr(error))
+            decision = failed_group(self.group_size, GENERATION_FAILED).evaluate(session.policy)
+            session.record(decision, samples=self.group_size)
+            gatherer.on_dynamic_filter_drop(reason=drop_reason(decision))
+            return
+        group = task.result()
+        read = read_group(self.args, group, admission.reject_statuses, size=self.group_size)
+        decision = read.evaluate(session.policy)
+        verdict = session.record(decision, samples=max(1, len(group)), generated_tokens=self.decoded(task))
         done = _Finished(launch.order, group, launch.started)
         self.finished.append(done)
         if verdict.keep:
@@ -233,28 +268,27 @@ async def _launch_and_judge(rollout: _Rollout, data_source: Any, gatherer: Any) 
 
 async def _rollout(
     args: Any, rollout_id: int, data_source: Any, stream: _Stream, target: int, slime: _Slime
-) -> tuple[Any, list[Any]]:
+) -> Any:
     state = slime.rollout.GenerateState(args)
     rollout = _Rollout(args, stream, state, target, _count_arg(args, "n_samples_per_prompt"))
     gatherer = slime.filters.MetricGatherer()
     session = stream.session
-    carried: list[Any] = []
     with admission_step(session, target) as step:
         try:
             plan = await _launch_and_judge(rollout, data_source, gatherer)
             in_flight = len(state.pendings)
-            if in_flight:
-                # slime aborts every request at once; with --partial-rollout it hands back the groups.
-                carried = await slime.rollout.abort(args, rollout_id)
+            carried = await _stop(rollout, rollout_id, data_source, slime)
         except BaseException:
-            if state.pendings and not state.aborted:
-                with contextlib.suppress(Exception):  # the error that stopped the rollout is the one to see
-                    await slime.rollout.abort(args, rollout_id)
+            with contextlib.suppress(Exception):  # the error that stopped the rollout is the one to see
+                await _stop(rollout, rollout_id, data_source, slime)
             raise
         finally:
             state.reset()
-    report = step.report
-    data = _fill(rollout, report, plan)
+    # The samples slime trains on: those masked whole (an off-policy mask) train on nothing.
+    data = _fill(rollout, step.report, plan)
+    report = step.report.with_loss_masks(
+        getattr(sample, "loss_mask", None) for group in data for sample in leaves(group)
+    )
     _post_hooks(args, slime, data, rollout, data_source)
     metrics = rollout_metrics(
         session=session,
@@ -264,15 +298,50 @@ async def _rollout(
         resumed_ages=[rollout_id - item.started for item in rollout.kept if item.started is not None],
         counts={
             "carried_in_group_count": rollout.carried_in,
-            "carried_out_group_count": len(carried),
+            "carried_out_group_count": carried,
             "aborted_group_count": in_flight,
+            "launched_group_count": len(rollout.launches),
             "surplus_group_count": report.surplus_groups,  # slime discards them too
             "padded_group_count": len(data) - len(rollout.kept),
         },
     )
     log_metrics(_log, "group_admission_rollout", metrics, METRIC_PREFIX)
-    output = slime.base_types.RolloutFnTrainOutput(samples=data, metrics={**gatherer.collect(), **metrics})
-    return output, carried
+    return slime.base_types.RolloutFnTrainOutput(samples=data, metrics={**gatherer.collect(), **metrics})
+
+
+def _partial(args: Any) -> bool:
+    return bool(getattr(args, "partial_rollout", False))
+
+
+async def _stop(rollout: _Rollout, rollout_id: int, data_source: Any, slime: _Slime) -> int:
+    """
+    End a rollout's generation: abort what runs, charge what it decoded, hand back what can resume.
+
+    Once the target is met, or when an error stops the rollout: slime's ``abort`` stops
+    every request; the groups not judged (in flight, or finished with a group that stopped
+    the rollout) are charged the tokens they decoded in this rollout. With
+    ``--partial-rollout`` they go back to the data source's buffer as slime's own abort
+    hands them back (samples stamped with the rollout they started in), except a group
+    slime cannot resume (a failed sample, or not ``n_samples_per_prompt`` members); they
+    are charged as ``carried``, the others as ``aborted``. Returns the groups handed back.
+    """
+    state = rollout.state
+    if state.pendings and not state.aborted:
+        await slime.rollout.abort(rollout.args, rollout_id)
+    if rollout.stopped:
+        return 0
+    rollout.stopped = True
+    unjudged = [task for task in rollout.unjudged() if task.done()]
+    back = [task for task in unjudged if _partial(rollout.args) and rollout.resumable(task)]
+    rollout.charge_unjudged([task for task in unjudged if task not in back], carried=False)
+    rollout.charge_unjudged(back, carried=True)
+    groups = [task.result() for task in back]
+    for sample in (sample for group in groups for sample in leaves(group)):
+        if getattr(sample, "response", None) and isinstance(getattr(sample, "metadata", None), dict):
+            sample.metadata.setdefault("start_rollout_id", rollout_id)
+    if groups:
+        data_source.add_samples(groups)
+    return len(groups)
 
 
 def _sort_key(item: _Finished) -> tuple[int, int]:
@@ -362,7 +431,4 @@ def streaming_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: 
         return slime.rollout.generate_rollout(args, rollout_id, data_source, evaluation=True)
     _check_args(args)
     target = _count_arg(args, "rollout_batch_size")
-    output, carried = slime.run(_rollout(args, rollout_id, data_source, _stream(args, target), target, slime))
-    if carried:
-        data_source.add_samples(carried)
-    return output
+    return slime.run(_rollout(args, rollout_id, data_source, _stream(args, target), target, slime))

@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 import attrs
 
 from ..._budget import SamplingBudgetConfig
+from ..._loss_scale import LossScale
 from ..._validation import check_ge, check_probability, field_check, probability_field, real_field
-from .._adapter_runtime import ExhaustionAction, as_budget, on_exhausted_field
+from .._adapter_runtime import ExhaustionAction, as_budget, loss_scale_field, on_exhausted_field
 from ._hooks import ArgsSettings
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "SlimeStreamingSettings"]
@@ -55,8 +56,9 @@ class SlimeStreamingSettings(ArgsSettings):
     Args:
         budget: :class:`SamplingBudgetConfig` fields, the hard caps of one rollout
             (``max_extra_groups``, ``max_total_samples``, ``max_total_tokens``; groups
-            resumed from slime's buffer count against them). ``None``: at most
-            ``2 x rollout_batch_size`` extra groups. Its ``confidence`` is the plan's.
+            resumed from slime's buffer count against them). ``None``:
+            ``SamplingBudgetConfig.for_target(rollout_batch_size)``, at most ``2 x
+            rollout_batch_size`` extra groups. Its ``confidence`` is the plan's.
         confidence: The probability that the groups in flight meet the target
             (:meth:`AdmissionSession.stream_plan`); higher is faster and launches more.
             The same knob as ``budget.confidence``: give either (both must agree);
@@ -68,6 +70,10 @@ class SlimeStreamingSettings(ArgsSettings):
             ``"train"`` fills the missing places with finished rejected groups whose
             samples are all marked ``remove_sample`` (no gradient) and logs it;
             ``"raise"`` stops the run with :class:`group_admission.BudgetExhaustedError`.
+        loss_scale: The loss scale the rollout's metrics report (``loss_scale``). The
+            default, ``"target"``, is what slime's per-sample mean does to a short rollout
+            (its padded groups count as samples at zero loss); with
+            ``--calculate-per-token-loss`` slime applies ``"kept"`` (docs/adapters/slime.md).
 
     .. versionadded:: 0.2.0
     """
@@ -82,10 +88,11 @@ class SlimeStreamingSettings(ArgsSettings):
     race: float = real_field(1.0, check_ge(1))
     top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = on_exhausted_field()
+    loss_scale: LossScale = loss_scale_field()
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
         """The caps of one rollout of ``rollout_batch_size`` groups, and the plan's confidence."""
         if self.budget is not None:
             return self.budget
         confidence = DEFAULT_CONFIDENCE if self.confidence is None else self.confidence
-        return SamplingBudgetConfig(max_extra_groups=2 * rollout_batch_size, confidence=confidence)
+        return SamplingBudgetConfig.for_target(rollout_batch_size, confidence=confidence)

@@ -1,18 +1,27 @@
 """
-Turning group verdicts into TRL's batch: zero advantages, masked rows, a true normaliser.
+Turning group verdicts into TRL's batch: zero advantages, masked rows, the normaliser of the loss scale.
 
-TRL normalises each loss type differently (read from ``GRPOTrainer._compute_loss`` of
-trl 1.16). Masking a rejected row removes its tokens from every masked sum, so what is
-left to fix is the normaliser:
+A rejected row is masked (``completion_mask`` and ``tool_mask`` 0) and gets advantage 0, so
+it leaves every masked sum of ``GRPOTrainer._compute_loss`` (trl 1.16): the policy loss, the
+KL term, the entropy bonus. What is left is the normaliser, which TRL computes differently
+per loss type, and which the session's loss-scale mode chooses (:func:`row_factor`):
 
-- ``dapo``, ``cispo``, ``vespo`` divide by ``num_items_in_batch``, computed before the
-  rewards: it is recomputed from the masked loss mask.
-- ``bnpo`` divides by the micro-batch's own mask sum: masked rows already drop out.
-- ``grpo``, ``sapo``, ``luspo`` average per-row values over the rows, ``dr_grpo`` divides
-  by ``rows x max_completion_length``: masked rows still count as rows, so the admitted
-  rows' advantages are scaled by ``rows / admitted_rows`` (over the whole gathered batch).
-  The policy term is linear in a positive advantage scale, so this is exact; the KL term
-  does not carry the advantage, so it is exact only at ``beta == 0``.
+- ``"target"``: the update of the full batch with the rejected rows at zero advantage
+  (Dr. GRPO's constant denominator). ``dapo``, ``cispo`` and ``vespo`` divide by
+  ``num_items_in_batch``, which keeps the batch's token count; ``grpo``, ``sapo``,
+  ``luspo`` and ``dr_grpo`` count masked rows as rows already; ``bnpo`` divides by the
+  micro-batch's mask sum, so the kept rows' advantages are scaled by kept / all tokens of
+  the generation batch (exact when a generation batch is one micro-batch).
+- ``"kept"``: the loss averaged over the kept rows alone, as if the rejected rows were
+  removed: ``num_items_in_batch`` is recounted after masking; the row-count losses scale
+  the kept rows' advantages by ``rows / kept_rows`` (over the whole gathered batch).
+- ``"linear"``, ``"sqrt"``: ``"kept"``, then the kept rows' advantages times the step's
+  ``loss_scale`` (RAGEN's kept fraction, or its square root).
+
+Every policy term is linear in a positive advantage scale, so each scale is exact for it.
+The KL term carries no advantage: with ``beta > 0`` a rejected row has no KL (it trains on
+nothing), unlike the full batch's zero-advantage row, and the advantage scales do not
+reach the kept rows' KL.
 """
 
 from __future__ import annotations
@@ -26,20 +35,28 @@ __all__ = [
     "NORMALISATION",
     "ROW_COUNT_LOSSES",
     "mask_rejected_rows",
+    "row_factor",
     "row_keep",
     "zero_std_fraction",
 ]
 
-#: How each TRL ``loss_type`` is made exact after masking (documented in docs/adapters/trl.md).
-NORMALISATION: dict[str, str] = {
-    "dapo": "recount num_items_in_batch",
-    "cispo": "recount num_items_in_batch",
-    "vespo": "recount num_items_in_batch",
-    "bnpo": "none needed (per micro-batch token mean)",
-    "grpo": "advantages x rows/admitted_rows (exact at beta=0)",
-    "sapo": "advantages x rows/admitted_rows (exact at beta=0)",
-    "luspo": "advantages x rows/admitted_rows (exact at beta=0)",
-    "dr_grpo": "advantages x rows/admitted_rows (exact at beta=0)",
+_RECOUNT = {"kept": "recount num_items_in_batch", "target": "num_items_in_batch of the full batch"}
+_ROWS = {"kept": "advantages x rows/kept_rows", "target": "none needed (masked rows count as rows)"}
+#: How each TRL ``loss_type`` takes the ``"kept"`` and ``"target"`` loss scales after masking
+#: (``"linear"`` and ``"sqrt"``: ``"kept"``, then the advantages x the step's ``loss_scale``;
+#: documented in docs/adapters/trl.md).
+NORMALISATION: dict[str, dict[str, str]] = {
+    "dapo": _RECOUNT,
+    "cispo": _RECOUNT,
+    "vespo": _RECOUNT,
+    "bnpo": {
+        "kept": "none needed (per micro-batch token mean)",
+        "target": "advantages x kept_tokens/all_tokens (of the generation batch)",
+    },
+    "grpo": _ROWS,
+    "sapo": _ROWS,
+    "luspo": _ROWS,
+    "dr_grpo": _ROWS,
 }
 #: Loss types whose normaliser counts rows, masked or not.
 ROW_COUNT_LOSSES = frozenset({"grpo", "sapo", "luspo", "dr_grpo"})
@@ -51,13 +68,35 @@ def row_keep(group_keep: Any, num_generations: int, device: torch.device) -> tor
     return keep.repeat_interleave(num_generations)
 
 
+def row_factor(
+    loss_type: str, mode: str, scale: float, *, rows: tuple[int, int], tokens: tuple[float, float]
+) -> float:
+    """
+    The factor on the kept rows' advantages that gives ``loss_type`` the loss scale ``mode``.
+
+    Args:
+        loss_type: TRL's ``loss_type``.
+        mode: The session's loss-scale mode.
+        scale: The step's :attr:`StepReport.loss_scale` (used by ``"linear"`` and ``"sqrt"``).
+        rows: (kept rows, all rows) over every rank.
+        tokens: (kept, all) loss-mask tokens over every rank.
+    """
+    kept_rows, all_rows = rows
+    kept_tokens, all_tokens = tokens
+    if mode == "target":
+        return kept_tokens / all_tokens if loss_type == "bnpo" and all_tokens > 0 else 1.0
+    factor = all_rows / kept_rows if loss_type in ROW_COUNT_LOSSES and kept_rows > 0 else 1.0
+    return factor * (scale if mode in ("linear", "sqrt") else 1.0)
+
+
 def mask_rejected_rows(
     output: dict[str, Any],
     local_keep: torch.Tensor,
     *,
     loss_type: str,
-    admitted_rows: int,
-    total_rows: int,
+    mode: str,
+    scale: float,
+    rows: tuple[int, int],
     gather_sum: Callable[[torch.Tensor], torch.Tensor],
 ) -> dict[str, Any]:
     """
@@ -65,26 +104,32 @@ def mask_rejected_rows(
 
     Args:
         output: What ``_generate_and_score_completions`` returned for this rank.
-        local_keep: ``(B_local,)`` bool: this rank's rows that belong to admitted groups.
+        local_keep: ``(B_local,)`` bool: this rank's rows that belong to kept groups.
         loss_type: TRL's ``loss_type``.
-        admitted_rows: Admitted rows over every rank.
-        total_rows: All rows over every rank.
+        mode: The session's loss-scale mode.
+        scale: The step's ``loss_scale``.
+        rows: (kept rows, all rows) over every rank.
         gather_sum: Sums a scalar tensor over ranks (``accelerator.gather(x).sum()``).
     """
     masked = dict(output)
     keep = local_keep.to(output["completion_mask"].dtype).unsqueeze(1)
+    full_mask = output["completion_mask"]
+    if output.get("tool_mask") is not None:
+        full_mask = full_mask * output["tool_mask"]
     # New tensors, never in-place writes: TRL reuses the buffered batch across iterations.
     masked["completion_mask"] = output["completion_mask"] * keep
     loss_mask = masked["completion_mask"]
     if output.get("tool_mask") is not None:
         masked["tool_mask"] = output["tool_mask"] * keep.to(output["tool_mask"].dtype)
         loss_mask = loss_mask * masked["tool_mask"]
+    kept_tokens, all_tokens = gather_sum(loss_mask.sum()), gather_sum(full_mask.sum())
+    factor = row_factor(
+        loss_type, mode, scale, rows=rows, tokens=(float(kept_tokens.item()), float(all_tokens.item()))
+    )
     advantages = output["advantages"]
-    row_scale = local_keep.to(advantages.dtype)
-    if loss_type in ROW_COUNT_LOSSES and admitted_rows > 0:
-        row_scale = row_scale * (total_rows / admitted_rows)
+    row_scale = local_keep.to(advantages.dtype) * factor
     masked["advantages"] = advantages * (row_scale if advantages.dim() == 1 else row_scale.unsqueeze(1))
-    masked["num_items_in_batch"] = gather_sum(loss_mask.sum())
+    masked["num_items_in_batch"] = all_tokens if mode == "target" else kept_tokens
     return masked
 
 

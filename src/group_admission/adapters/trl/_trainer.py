@@ -14,6 +14,7 @@ from ..._config import GroupAdmissionConfig
 from ..._exceptions import CheckpointError
 from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
+from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
@@ -61,10 +62,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
         prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | None = None,
         prompt_id: str | Callable[[Mapping[str, Any]], PromptId] | None = None,
+        loss_scale: LossScale = DEFAULT_LOSS_SCALE,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.admission_session = AdmissionSession(admission, budget=budget, host="trl")
+        self.admission_session = AdmissionSession(admission, budget=budget, host="trl", loss_scale=loss_scale)
         self._check_gate_on(self.admission_session.policy.config.gate_on)
         self._admission_prompts: PromptStream | None = None
         self.prompt_history: PromptHistory | None = None
@@ -117,11 +119,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             evaluated: dict[str, Any] = super()._generate_and_score_completions(inputs)
             return evaluated
         session, size = self.admission_session, self.num_generations
-        first, ids = self._generate_round(inputs)
+        first, ids, tokens = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
         # A failed round (generation, a reward function) ends the step too: it must not stay open.
         with admission_step(session, groups) as step:
-            verdict = self._judge_round(first, ids)
+            verdict = self._judge_round(first, ids, tokens)
             rounds, filled = [first], verdict.keep.copy()
             slots = [(0, group) for group in range(groups)]
             plan = session.plan(num_generations=size)
@@ -135,8 +137,10 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             while (
                 plan.extra_groups > 0 and self._admission_prompts is not None and self.prompt_history is None
             ):
-                extra, ids = self._generate_round(self._admission_prompts.draw(plan.extra_groups, size))
-                _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
+                extra, ids, tokens = self._generate_round(
+                    self._admission_prompts.draw(plan.extra_groups, size)
+                )
+                _fill_slots(slots, filled, self._judge_round(extra, ids, tokens).keep, len(rounds))
                 rounds.append(extra)
                 plan = session.plan(num_generations=size)
                 rate = plan.effective_rate
@@ -144,7 +148,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
         self._log_step(report, rate, float(verdict.keep.mean()), (skipped, forced))
         self.last_step_report = report
-        return self._mask(output, filled)
+        return self._mask(output, filled, report)
 
     def _resample_picked(
         self,
@@ -169,8 +173,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             if not chosen:
                 return skipped, rate
             rate = picked_rate
-            extra, ids = self._generate_round(stream.rows(chosen, self.num_generations))
-            _fill_slots(slots, filled, self._judge_round(extra, ids).keep, len(rounds))
+            extra, ids, tokens = self._generate_round(stream.rows(chosen, self.num_generations))
+            _fill_slots(slots, filled, self._judge_round(extra, ids, tokens).keep, len(rounds))
             rounds.append(extra)
 
     def _pick_round(
@@ -201,20 +205,31 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             offer = min(2 * offer, limit)
         return [], skipped, 0.0
 
-    def _generate_round(self, inputs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[PromptId] | None]:
-        """TRL's generation and scoring of ``inputs``, and the prompt id of each (global) group."""
+    def _generate_round(
+        self, inputs: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[PromptId] | None, int]:
+        """
+        TRL's generation and scoring of ``inputs``, the prompt id of each (global) group, the tokens decoded.
+
+        The tokens are TRL's own count of what the model generated on every rank: the growth
+        of ``state.num_input_tokens_seen`` less the prompts' tokens. ``num_items_in_batch``
+        would miss truncated completions under ``mask_truncated_completions``.
+        """
         ids = None
         if self._prompt_ids is not None:
             rows: list[PromptId] = gather_object([self._prompt_ids.of_row(row) for row in inputs])
             ids = rows[:: self.num_generations]
             inputs = self._prompt_ids.strip(inputs)
+        seen = self.state.num_input_tokens_seen
         output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        prompts = int(gather(output["prompt_mask"].sum()).sum().item())
+        tokens = int(self.state.num_input_tokens_seen - seen) - prompts
         rewards, _ = self._captured_round()
         trained = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
         trained[torch.isnan(rewards).all(dim=1)] = torch.nan
         # TRL's value reads 0 or 1 for the whole batch under scale_rewards="batch".
         self._metrics["train"]["frac_reward_zero_std"][-1] = zero_std_fraction(trained, self.num_generations)
-        return output, ids
+        return output, ids, tokens
 
     def _history_keep(self) -> Keep | None:
         """The prompt history's pick over train-dataset indices at a step (``None`` without a history)."""
@@ -246,7 +261,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             raise RuntimeError(msg)
         return self._captured
 
-    def _judge(self, output: dict[str, Any]) -> BatchAdmissionVerdict:
+    def _judge(self, tokens: int) -> BatchAdmissionVerdict:
         rewards, completions = self._captured_round()
         self._captured = None
         config = self.admission_session.policy.config
@@ -264,7 +279,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             ),
             texts,
             external_reasons=None if config.gate_on is None else self._unsummable(rewards, config.gate_on),
-            generated_tokens=int(output["num_items_in_batch"].item()),
+            generated_tokens=tokens,
         )
 
     def _unsummable(self, rewards: torch.Tensor, gate_on: tuple[str, ...]) -> list[list[str]]:
@@ -272,9 +287,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         gated = [names.index(name) for name in gate_on]
         return unsummable(rewards, self.reward_weights, gated, self.num_generations)
 
-    def _judge_round(self, output: dict[str, Any], ids: list[PromptId] | None) -> BatchAdmissionVerdict:
-        """Judge a round, and record its groups into the prompt history (when there is one)."""
-        verdict = self._judge(output)
+    def _judge_round(
+        self, output: dict[str, Any], ids: list[PromptId] | None, tokens: int
+    ) -> BatchAdmissionVerdict:
+        """Judge a round (``tokens``: decoded), and record its groups into the prompt history (if any)."""
+        verdict = self._judge(tokens)
         if self.prompt_history is not None and ids is not None:
             self.prompt_history.observe_batch(ids, verdict.result, step=self.admission_session.step)
         return verdict
@@ -284,7 +301,9 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         rows = [(r, group * size + member) for r, group in slots for member in range(size)]
         return merge_rounds(rounds, rows, int(self._tokenizer.pad_token_id))
 
-    def _mask(self, output: dict[str, Any], filled: np.ndarray[Any, Any]) -> dict[str, Any]:
+    def _mask(
+        self, output: dict[str, Any], filled: np.ndarray[Any, Any], report: StepReport
+    ) -> dict[str, Any]:
         device = output["advantages"].device
         keep = row_keep(filled, self.num_generations, device)
         local = keep.size(0) // self.accelerator.num_processes
@@ -293,8 +312,9 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             output,
             keep[index * local : (index + 1) * local],
             loss_type=self.loss_type,
-            admitted_rows=int(keep.sum().item()),
-            total_rows=keep.size(0),
+            mode=self.admission_session.loss_scale,
+            scale=report.loss_scale,
+            rows=(int(keep.sum().item()), keep.size(0)),
             gather_sum=lambda value: gather(value).sum(),
         )
 
@@ -362,9 +382,13 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
         prompt_id: How a train row names its prompt for the history: a column name, a
             callable ``row -> str | int``, or ``None`` for the row's index in the train
             dataset (needs a ``datasets.Dataset``).
+        loss_scale: The step's loss after admission (:func:`group_admission.loss_scale`):
+            ``"target"`` (default) takes the update of the full batch with the rejected
+            groups at zero advantage; ``"kept"`` averages over the kept groups alone;
+            ``"linear"`` / ``"sqrt"`` scale that by RAGEN's kept fraction (or its root).
 
     A rejected group trains on nothing: zero advantage, masked out of the policy loss, KL
-    and entropy terms, and out of the loss normaliser. Metrics appear in TRL's logs under
+    and entropy terms; the loss normaliser follows ``loss_scale``. Metrics appear in TRL's logs under
     ``group_admission/``; the statistics, budget state and prompt history are saved with each
     checkpoint.
 

@@ -45,14 +45,15 @@ class AdmittedBatch:
             (``new_input_feature``, ``logprobs`` and ``tokens`` are the rows to train on).
         rewards: ``{component: per-row rewards}`` of those rows (a plain list of rewards
             reads as the component ``reward``), e.g. for ``CompletionRewardMetric``.
-        advantages: ``(rows,)`` tensor: twinkle's advantages on exactly these rows.
+        advantages: ``(rows,)`` tensor: twinkle's advantages on exactly these rows, times
+            the step's ``loss_scale`` (1 for a full step, and always with ``"kept"``).
         report: The session's step report (cost, rounds, surplus, short, exhausted).
         plan: The step's last plan (``limited_by`` says which cap stopped it).
         out_of_prompts: ``extra_prompts`` ran out before the plan was met.
         metrics: :meth:`TwinkleGroupAdmission.metrics` of the step, with
             ``group_admission/out_of_prompts``, and ``exhausted`` as :attr:`exhausted` says.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     prompts: list[Any]
@@ -237,7 +238,7 @@ def sample_admitted_groups(
             (a request answered with another number of sequences than asked is a group of
             the wrong size: ``external``, ``wrong_group_size``).
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
     batch = list(prompts)
@@ -273,7 +274,8 @@ def _finish(
         prompts=rounds.prompts[:trained],
         sequences=[sequence for group in rounds.sequences[:trained] for sequence in group],
         rewards=rewards.as_dict(),
-        advantages=admission.advantages_of(rewards),
+        # The loss scale rides on the advantages: twinkle's losses are linear in them.
+        advantages=admission.advantages_of(rewards) * report.loss_scale,
         report=report,
         plan=plan,
         out_of_prompts=out_of_prompts,

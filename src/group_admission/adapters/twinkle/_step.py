@@ -18,6 +18,7 @@ import numpy.typing as npt
 from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
 from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
+from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ..._validation import check_choice, check_count, describe
@@ -52,7 +53,7 @@ class AdmittedRows:
         keep: ``(groups,)`` bool array: the kept groups.
         verdicts: The session's verdicts (reasons, statistics) per group.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     advantages: torch.Tensor
@@ -99,11 +100,16 @@ class TwinkleGroupAdmission(SessionHolder):
         scale: ``GRPOAdvantage``'s ``scale``: ``"group"``, ``"batch"`` or ``"none"``.
         advantage_fn: Called as ``advantage_fn(rewards, num_generations=G, scale=scale)``
             on the kept rows; default twinkle's ``GRPOAdvantage()`` (imported on first use).
+        loss_scale: The step's loss after admission (:func:`group_admission.loss_scale`):
+            :func:`sample_admitted_groups` multiplies the kept rows' advantages by the step's
+            ``loss_scale``, so that twinkle's row-mean losses take the update of the full
+            target with the missing groups at zero advantage (``"target"``, the default);
+            ``"kept"`` leaves twinkle's advantages as they are.
 
     Raises:
         TypeError, ValueError: an argument is invalid; the message names it.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
 
     def __init__(
@@ -115,6 +121,7 @@ class TwinkleGroupAdmission(SessionHolder):
         limits: DropLimits | Mapping[str, Any] | None = None,
         scale: Scale = "group",
         advantage_fn: Callable[..., Any] | None = None,
+        loss_scale: LossScale = DEFAULT_LOSS_SCALE,
     ) -> None:
         self._num_generations = check_count(num_generations, "num_generations", 2)
         check_choice(scale, "scale", _SCALES)
@@ -123,7 +130,9 @@ class TwinkleGroupAdmission(SessionHolder):
             raise TypeError(msg)
         self._scale: Scale = scale
         self._advantage_fn = advantage_fn
-        self._session = AdmissionSession(policy, budget=budget, limits=limits, host="twinkle")
+        self._session = AdmissionSession(
+            policy, budget=budget, limits=limits, host="twinkle", loss_scale=loss_scale
+        )
 
     @property
     def num_generations(self) -> int:

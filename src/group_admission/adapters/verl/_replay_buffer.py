@@ -91,7 +91,11 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         )
         self.settings = settings
         self.session = AdmissionSession(
-            settings.policy, budget=settings.budget, limits=settings.limits, host="verl"
+            settings.policy,
+            budget=settings.budget,
+            limits=settings.limits,
+            host="verl",
+            loss_scale=settings.loss_scale,
         )
         self.last_report: StepReport | None = None
         self._resume_checked = False

@@ -17,6 +17,7 @@ from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._loading import from_mapping
+from ..._loss_scale import LossScale
 from ..._validation import (
     check_ge,
     check_gt,
@@ -30,6 +31,7 @@ from .._adapter_runtime import (
     as_budget,
     as_limits,
     as_policy_config,
+    loss_scale_field,
     on_exhausted_field,
     token_ids_only,
 )
@@ -67,6 +69,10 @@ class VerlAdmissionSettings:
             saved by :class:`AdmissionCheckpointCallback` is read from its
             ``global_step_<N>`` folder. ``None`` turns resuming off.
         poll_interval: Seconds between polls of the TransferQueue (verl's default is 2).
+        loss_scale: The loss scale the step metrics report (``group_admission/loss_scale``,
+            :func:`group_admission.loss_scale`): verl applies it through its actor's
+            ``loss_agg_mode``, which the sampler cannot set; docs/adapters/verl.md says what
+            to set for each mode (``"target"``, the default: ``seq-mean-token-sum-norm``).
 
     .. versionadded:: 0.2.0
     """
@@ -85,6 +91,7 @@ class VerlAdmissionSettings:
         default=None, validator=check_optional(attrs.validators.instance_of(str))
     )
     poll_interval: float = real_field(2.0, check_gt(0))
+    loss_scale: LossScale = loss_scale_field()
 
     @property
     def components(self) -> tuple[str, ...]:
