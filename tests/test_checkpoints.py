@@ -10,17 +10,14 @@ for ``1`` count as different.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import math
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +31,7 @@ from group_admission import (
     SamplingBudgetState,
     parse_state,
 )
-from history_forms import read, write_v2
+from history_forms import read, write_v1, write_v2
 
 GATE = {"min_reward_std": 1e-6}
 LIVE, DEAD, FAILED = [1.0, 0.0, 1.0, 0.0], [0.0] * 4, [None, 1.0, 1.0, 1.0]
@@ -223,59 +220,15 @@ def test_every_single_field_corruption_of_a_budget_state_restores_exactly_or_is_
 
 
 # -- version 1 of the history state: restored into version 2, exactly ------------------------------
-def _columns(part: dict[str, Any], names: dict[str, str], count: int) -> dict[str, list[Any]]:
-    return {
-        name: np.frombuffer(zlib.decompress(base64.b64decode(part[name])), dtype=dtype)[:count].tolist()
-        for name, dtype in names.items()
-    }
-
-
-def _key(prompt_id: Any) -> str:
-    return f"s{prompt_id}" if isinstance(prompt_id, str) else f"i{prompt_id}"
-
-
 def _as_version_1(state: dict[str, Any]) -> dict[str, Any]:
     """
     A version-3 state written as version 1 (records by key, pending by number), independently.
 
     Version 1 has no re-checks: a history restored from it has none and no wrong-skip bound.
     """
-    prompts, pending = state["prompts"], state["pending"]
-    gaps = np.frombuffer(zlib.decompress(base64.b64decode(prompts["int_ids"])), dtype="<u8")
-    ids = [*np.cumsum(gaps, dtype=np.uint64).view(np.int64).tolist(), *prompts["str_ids"]]
-    fields = ("successes", "failures", "admitted", "rejected", "step", "groups", "easy", "hard")
-    columns = _columns(prompts, {name: "<f8" if i < 4 else "<i8" for i, name in enumerate(fields)}, len(ids))
-    records = [
-        [_key(prompt_id), *(columns[name][row] for name in fields)] for row, prompt_id in enumerate(ids)
-    ]
-    waiting = _columns(
-        pending,
-        {
-            "step": "<i8",
-            "rank": "<i8",
-            "sequence": "<i8",
-            "successes": "<f8",
-            "failures": "<f8",
-            "admitted": "u1",
-        },
-        len(pending["ids"]),
-    )
-    names = ("rank", "sequence", "successes", "failures")
-    entries = [
-        [waiting["step"][i], _key(p), *(waiting[name][i] for name in names), bool(waiting["admitted"][i])]
-        for i, p in enumerate(pending["ids"])
-    ]
-    rest = {key: value for key, value in state.items() if key not in ("prompts", "pending", "version")}
-    assert rest["pool"][6:] == [0.0, 0.0]  # nothing re-checked since the version-1 state
-    assert rest["config"]["max_wrong_skip_share"] is None
-    rest["pool"] = rest["pool"][:6]
-    rest["config"] = {k: v for k, v in rest["config"].items() if k != "max_wrong_skip_share"}
-    return {
-        **rest,
-        "version": 1,
-        "records": sorted(records),
-        "pending": sorted(entries, key=lambda e: e[2:4]),
-    }
+    assert state["pool"][6:] == [0.0, 0.0]  # nothing re-checked since the version-1 state
+    assert state["config"]["max_wrong_skip_share"] is None
+    return write_v1(read(state))
 
 
 def _v1(name: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ independent reference, on random label streams long enough to evict.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -121,5 +122,5 @@ def test_evicted_steps_that_no_session_writes_are_refused(
     state = json.loads(json.dumps(session.state_dict()))
     state["evicted"] = evicted
 
-    with pytest.raises(CheckpointError, match=__import__("re").escape(message)):
+    with pytest.raises(CheckpointError, match=re.escape(message)):
         _session(max_rejected_groups=2, **limits).load_state_dict(state)

@@ -133,5 +133,5 @@ def size_plan(
     granted = min([wanted, *caps.values()])
     limited_by = tuple(name for name, cap in caps.items() if wanted and cap == granted and cap <= wanted)
     exhausted = in_flight == 0 and min(caps.values()) == 0
-    idle = in_flight == 0 and granted == 0 and not exhausted
-    return PlanSizing(granted, remaining, exhausted, idle, limited_by, requested)
+    out_of_candidates = in_flight == 0 and granted == 0 and not exhausted
+    return PlanSizing(granted, remaining, exhausted, out_of_candidates, limited_by, requested)

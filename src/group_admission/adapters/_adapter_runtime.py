@@ -65,6 +65,13 @@ R = TypeVar("R")
 #: or raise :class:`BudgetExhaustedError`.
 ExhaustionAction = Literal["train", "raise"]
 EXHAUSTION_ACTIONS: tuple[ExhaustionAction, ...] = ("train", "raise")
+#: The external reason of a group with a row whose reward the host trains on is not finite in
+#: the dtype it trains in (twinkle's, TRL's and verl's sums are float32), although the gated
+#: values are: the host would compute NaN advantages.
+UNSUMMABLE_REWARD = "unsummable_reward"
+#: The external reason of a group of another size than the host's group size: hosts that view
+#: their rewards as groups of exactly that size (OpenRLHF, twinkle) must not receive it.
+WRONG_GROUP_SIZE = "wrong_group_size"
 
 
 class AdapterSettings(Protocol):

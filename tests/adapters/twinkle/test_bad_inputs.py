@@ -150,10 +150,10 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "must be an integer",
     ),
     (
-        "a sampler that loses a sequence",
+        "a sampler that loses a request",
         lambda: _rounds(_ShortSampler()),
         ValueError,
-        "the sampler must return one sequence per prompt and generation, 1 prompts x num_generations=4 = 4 "
+        "the sampler must return one SampleResponse per request, 4 for 1 prompts and num_generations=4 "
         "(got 3)",
     ),
 ]

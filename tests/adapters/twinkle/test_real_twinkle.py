@@ -200,6 +200,35 @@ def test_the_mask_removes_rejected_rows_from_the_loss_normaliser(loss_fn, normal
     assert torch.allclose(relabelled, expected)
 
 
+def test_with_a_kl_term_zeroed_advantages_still_train_rejected_rows_and_selection_does_not():
+    """GRPOLoss(beta > 0): the KL term has gradient on every row it sees, whatever its advantage."""
+    rewards = [*(0, 1, 1, 0), *(1, 1, 1, 1)]  # a kept group and a dead one
+    rows = TwinkleGroupAdmission({"min_reward_std": 1e-6}, num_generations=G).admit(rewards)
+    lengths = [3, 5, 2, 4, 6, 6, 1, 3]
+    labels, logps, old = loss_batch(8, lengths)
+    ref = [
+        (-torch.rand(n, generator=torch.Generator().manual_seed(90 + i))).tolist()
+        for i, n in enumerate(lengths)
+    ]
+    loss_fn, kept = GRPOLoss(beta=0.1), rows.mask
+
+    def loss(mask, advantages):
+        chosen = mask.tolist()
+        pick = [value for value, keep in zip(ref, chosen, strict=True) if keep]
+        chosen_old = [value for value, keep in zip(old, chosen, strict=True) if keep]
+        outputs = {"logps": logps[mask]}
+        return loss_fn(
+            {"labels": labels[mask]}, outputs, old_logps=chosen_old, ref_logps=pick, advantages=advantages
+        )["loss"]
+
+    everything = torch.ones(8, dtype=torch.bool)
+    (zeroed,) = torch.autograd.grad(loss(everything, rows.advantages), logps)
+    (selected,) = torch.autograd.grad(loss(kept, rows.advantages[kept]), logps)
+
+    assert torch.count_nonzero(zeroed[~kept]) > 0  # the dead group still steers the update
+    assert torch.count_nonzero(selected[~kept]) == 0
+
+
 @pytest.mark.parametrize("mode", ["target", "kept"])
 @pytest.mark.parametrize(
     "loss_fn", [GRPOLoss(), DRGRPOLoss(max_completion_length=8)], ids=["GRPOLoss", "DRGRPOLoss"]

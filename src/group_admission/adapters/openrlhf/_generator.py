@@ -182,7 +182,7 @@ class _Step:
             _log.warning("group_admission_generation_failed", error=repr(exc))
             experiences, group = [], failed_group(self.size or 1, names, GENERATION_FAILED)
         else:
-            group = read_group(experiences, names)
+            group = read_group(experiences, names, self.size)
         decision = self.session.policy.evaluate(group.components, external_reasons=group.external)
         if self.range is not None:
             decision = amend_by_mean_range(decision, group.scores, *self.range)

@@ -14,10 +14,18 @@ from typing import Any
 
 import attrs
 
-from .._adapter_runtime import scalar_reward
+from .._adapter_runtime import WRONG_GROUP_SIZE, scalar_reward
 from ._settings import SCORES
 
-__all__ = ["EMPTY_GROUP", "GENERATION_FAILED", "MISSING_INFO_KEY", "GroupRead", "failed_group", "read_group"]
+__all__ = [
+    "EMPTY_GROUP",
+    "GENERATION_FAILED",
+    "MISSING_INFO_KEY",
+    "WRONG_GROUP_SIZE",
+    "GroupRead",
+    "failed_group",
+    "read_group",
+]
 
 #: External reason of a group whose generation raised (an engine or reward-function error).
 GENERATION_FAILED = "generation_failed"
@@ -66,17 +74,18 @@ def _note(problems: list[str], problem: str | None) -> None:
         problems.append(problem)
 
 
-def read_group(experiences: Sequence[Any], names: Sequence[str]) -> GroupRead:
+def read_group(experiences: Sequence[Any], names: Sequence[str], size: int | None = None) -> GroupRead:
     """
     Translate one group's experiences: the values of ``names`` per member, in order.
 
     A value that is not a number becomes a missing member with a named external reason
-    (the policy adds ``missing_reward`` or ``non_finite_reward`` itself).
+    (the policy adds ``missing_reward`` or ``non_finite_reward`` itself); a group of other
+    than ``size`` members (``n_samples_per_prompt``, when known) is ``wrong_group_size``.
     """
     if not experiences:
         return failed_group(1, names, EMPTY_GROUP)
     components: dict[str, list[float | None]] = {name: [] for name in names}
-    problems: list[str] = []
+    problems: list[str] = [] if size is None or len(experiences) == size else [WRONG_GROUP_SIZE]
     for experience in experiences:
         for name in names:
             raw, missing = _component(experience, name)

@@ -18,7 +18,7 @@ from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
-from .._adapter_runtime import chunk
+from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
 from .._adapter_step import admission_step, step_metrics
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
@@ -278,8 +278,14 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
                 self.num_generations,
             ),
             texts,
+            external_reasons=None if config.gate_on is None else self._unsummable(rewards, config.gate_on),
             generated_tokens=tokens,
         )
+
+    def _unsummable(self, rewards: torch.Tensor, gate_on: tuple[str, ...]) -> list[list[str]]:
+        names = list(self.reward_func_names)
+        gated = [names.index(name) for name in gate_on]
+        return unsummable(rewards, self.reward_weights, gated, self.num_generations)
 
     def _judge_round(
         self, output: dict[str, Any], ids: list[PromptId] | None, tokens: int
@@ -412,6 +418,22 @@ def _fill_slots(
             return  # surplus: more admitted groups than empty slots
         slots[slot] = (round_index, group)
         filled[slot] = True
+
+
+def unsummable(
+    rewards: torch.Tensor, weights: torch.Tensor, gated: list[int], num_generations: int
+) -> list[list[str]]:
+    """
+    Per group, ``[UNSUMMABLE_REWARD]`` when a row's trained reward is not finite, else ``[]``.
+
+    With ``gate_on`` the session judges the ``gated`` columns alone, so an infinite value of
+    another function (or two that overflow float32 together) would pass it; an infinite
+    gated value the session rejects itself (``non_finite_reward``).
+    """
+    total = (rewards * weights.to(rewards.device)).nansum(dim=1)
+    broken = ~torch.isfinite(total) & ~torch.isinf(rewards[:, gated]).any(dim=1)
+    groups = broken.view(-1, num_generations).any(dim=1)
+    return [[UNSUMMABLE_REWARD] if flag else [] for flag in groups.tolist()]
 
 
 def session_rewards(

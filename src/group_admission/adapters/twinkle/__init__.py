@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .._host_support import publish as _publish
 from ._rounds import AdmittedBatch, sample_admitted_groups
-from ._rows import UNSUMMABLE_REWARD
+from ._rows import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE
 from ._step import METRIC_PREFIX, AdmittedRows, TwinkleGroupAdmission
 from ._versions import INSTALL_HINT, SUPPORTED_VERSIONS
 
@@ -22,6 +22,7 @@ __all__ = [
     "METRIC_PREFIX",
     "SUPPORTED_VERSIONS",
     "UNSUMMABLE_REWARD",
+    "WRONG_GROUP_SIZE",
     "AdmittedBatch",
     "AdmittedRows",
     "TwinkleGroupAdmission",

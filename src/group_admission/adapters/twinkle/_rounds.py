@@ -21,7 +21,7 @@ from ..._session import StepReport
 from ..._validation import check_choice, check_count
 from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction, chunk
 from .._adapter_step import admission_step, exhausted_message
-from ._rows import RowRewards
+from ._rows import WRONG_GROUP_SIZE, RowRewards
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 
 if TYPE_CHECKING:
@@ -142,34 +142,58 @@ class _Rounds:
             if not round_prompts:
                 return plan, len(round_prompts) < wanted
 
+    def groups(self, prompts: Sequence[Any], responses: Sequence[Any]) -> list[list[Any]]:
+        """
+        The sequences of each prompt's group, read from the responses to its request(s).
+
+        A request answered with another number of sequences than asked gives a group of the
+        wrong size, judged ``external``; a sampler that answers another number of requests
+        than it was given cannot be read at all.
+        """
+        size, requests = self.admission.num_generations, len(self.inputs(prompts))
+        if len(responses) != requests:
+            msg = (
+                f"the sampler must return one SampleResponse per request, {requests} for {len(prompts)} "
+                f"prompts and num_generations={size} (got {len(responses)})"
+            )
+            raise ValueError(msg)
+        per_prompt = chunk(list(responses), requests // len(prompts))
+        return [[sequence for response in group for sequence in response.sequences] for group in per_prompt]
+
     def run(self, prompts: Sequence[Any]) -> None:
         """Sample, score and judge one round; keep its kept groups."""
         size = self.admission.num_generations
         responses = self.sampler.sample(self.inputs(prompts), self.sampling_params, **self.sample_kwargs)
-        sequences = [sequence for response in responses for sequence in response.sequences]
-        if len(sequences) != len(prompts) * size:
-            msg = (
-                f"the sampler must return one sequence per prompt and generation, {len(prompts)} prompts x "
-                f"num_generations={size} = {len(prompts) * size} (got {len(sequences)})"
-            )
-            raise ValueError(msg)
-        groups = chunk(sequences, size)
+        groups = self.groups(prompts, responses)
+        whole = [index for index, group in enumerate(groups) if len(group) == size]
+        for index in sorted(set(range(len(groups))) - set(whole)):
+            self.admission.reject_group(len(groups[index]), WRONG_GROUP_SIZE, _tokens(groups[index]))
+        if whole:
+            self.judge([prompts[index] for index in whole], [groups[index] for index in whole])
+
+    def judge(self, prompts: list[Any], groups: list[list[Any]]) -> None:
+        """Score and judge whole groups; keep the kept ones."""
+        sequences = [sequence for group in groups for sequence in group]
         failed = [
             sorted({f"sampler_{stop}" for stop in map(_stop, group) if stop in _FAILED_STOPS})
             for group in groups
         ]
-        rows = RowRewards.read(self.score(sequences), size)
+        rows = RowRewards.read(self.score(sequences), self.admission.num_generations)
         admitted = self.admission.admit(
             rows,
             completions=[getattr(s, "decoded", None) for s in sequences],
             external_reasons=failed,
-            generated_tokens=sum(len(getattr(s, "tokens", None) or ()) for s in sequences),
+            generated_tokens=_tokens(sequences),
         )
         kept = [index for index, keep in enumerate(admitted.keep.tolist()) if keep]
         self.prompts += [prompts[index] for index in kept]
         self.sequences += [groups[index] for index in kept]
         picked = rows.take(admitted.select(range(rows.rows)))
         self.rewards = picked if self.rewards is None else self.rewards.extend(picked)
+
+
+def _tokens(sequences: Sequence[Any]) -> int:
+    return sum(len(getattr(s, "tokens", None) or ()) for s in sequences)
 
 
 def sample_admitted_groups(
@@ -210,7 +234,9 @@ def sample_admitted_groups(
 
     Raises:
         BudgetExhaustedError: the step is short and ``on_exhausted`` is ``"raise"``.
-        ValueError: the sampler returned another number of sequences than asked.
+        ValueError: the sampler answered another number of requests than it was given
+            (a request answered with another number of sequences than asked is a group of
+            the wrong size: ``external``, ``wrong_group_size``).
 
     .. versionadded:: 0.2.0
     """
@@ -238,8 +264,9 @@ def _finish(
 ) -> AdmittedBatch:
     trained = report.trained_groups  # surplus groups beyond the target are discarded
     size = admission.num_generations
-    assert rounds.rewards is not None  # round 0 always runs
-    rewards = rounds.rewards.take(range(trained * size))
+    # No whole group in any round (every request answered with the wrong size): nothing scored.
+    scored = rounds.rewards if rounds.rewards is not None else RowRewards({"reward": []}, named=False)
+    rewards = scored.take(range(trained * size))
     metrics = admission.metrics(report)
     metrics[f"{METRIC_PREFIX}out_of_prompts"] = int(out_of_prompts)
     metrics[f"{METRIC_PREFIX}exhausted"] = int(_exhausted(report, out_of_prompts))

@@ -15,18 +15,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from ..._validation import describe
-from .._adapter_runtime import chunk
+from .._adapter_runtime import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE, chunk, scalar_reward
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["UNSUMMABLE_REWARD", "RowRewards", "chunk"]
+__all__ = ["UNSUMMABLE_REWARD", "WRONG_GROUP_SIZE", "RowRewards", "chunk"]
 
-#: The external reason of a group in which a component outside ``gate_on`` is missing or not
-#: finite: twinkle's ``GRPOAdvantage`` sums every component, so such a row has no total.
-UNSUMMABLE_REWARD = "unsummable_reward"
 _FLAT = "reward"  # the component name of a plain list of rewards
 
 
@@ -40,7 +39,17 @@ def _as_list(values: Any, name: str) -> list[Any]:
 
 
 def _summable(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number as the adapters read one (a bool, a 0-d tensor); an int beyond the float range not."""
+    number, _ = scalar_reward(value)
+    return number is not None and math.isfinite(number)
+
+
+def _float32_totals(rows: list[list[Any]]) -> npt.NDArray[np.bool_]:
+    """Whether each row of finite values sums, component by component, to a finite float32."""
+    values = np.array(rows, dtype=np.float64)
+    with np.errstate(over="ignore"):  # an overflow is what this looks for
+        totals = np.cumsum(values.astype(np.float32), axis=1, dtype=np.float32)[:, -1]
+    return np.isfinite(totals)
 
 
 @attrs.frozen
@@ -90,21 +99,48 @@ class RowRewards:
         """The number of completions."""
         return len(next(iter(self.columns.values())))
 
-    def grouped(self, num_generations: int) -> dict[str, list[list[Any]]] | list[list[Any]]:
-        """The rewards as ``(groups, G)`` lists, in the form the session takes."""
-        groups = {name: chunk(column, num_generations) for name, column in self.columns.items()}
-        return groups if self.named else groups[_FLAT]
+    def grouped(
+        self, num_generations: int
+    ) -> tuple[dict[str, list[list[Any]]] | list[list[Any]], dict[int, list[str]]]:
+        """
+        The rewards as ``(groups, G)`` lists of numbers, in the form the session takes, and problems.
+
+        A value that is no number (text, a list, a mapping) is a missing member for the
+        session, and its group is named with the problem (``non_numeric_reward``...), as the
+        other adapters read their hosts' rewards.
+        """
+        problems: dict[int, list[str]] = {}
+        columns: dict[str, list[Any]] = {}
+        for name, column in self.columns.items():
+            values: list[Any] = []
+            for row, value in enumerate(column):
+                number, problem = scalar_reward(value)
+                values.append(value if isinstance(value, numbers.Real) else number)  # a number as given
+                found = problems.setdefault(row // num_generations, [])
+                if problem is not None and problem not in found:
+                    found.append(problem)
+            columns[name] = values
+        groups = {name: chunk(column, num_generations) for name, column in columns.items()}
+        return (groups if self.named else groups[_FLAT]), problems
 
     def unsummable_groups(self, gated: Sequence[str] | None, num_generations: int) -> set[int]:
-        """Groups with a missing or non-finite value in a component outside ``gated``."""
-        if gated is None or not self.named:
-            return set()  # every component is gated: the session reports its own problems
-        found: set[int] = set()
-        for name, column in self.columns.items():
-            if name not in gated:
-                bad = (row for row, value in enumerate(column) if not _summable(value))
-                found.update(row // num_generations for row in bad)
-        return found
+        """
+        Groups with a row that twinkle cannot sum to a finite float32 total.
+
+        A value outside ``gated`` that is missing, not a number or not finite; or a row of
+        finite numbers whose float32 sum is not finite (``1e39`` in any component). A
+        gated component's own problems are the session's to report.
+        """
+        columns = list(self.columns.values())
+        ungated = set() if gated is None or not self.named else set(self.columns) - set(gated)
+        found = {
+            row for name in ungated for row, value in enumerate(self.columns[name]) if not _summable(value)
+        }
+        numbers_only = [row for row in range(self.rows) if all(_summable(column[row]) for column in columns)]
+        if numbers_only:
+            totals = _float32_totals([[float(column[row]) for column in columns] for row in numbers_only])
+            found.update(row for row, finite in zip(numbers_only, totals.tolist(), strict=True) if not finite)
+        return {row // num_generations for row in found}
 
     def take(self, rows: Sequence[int]) -> RowRewards:
         """The rewards of ``rows``, in that order."""

@@ -20,7 +20,7 @@ from ..._config import GroupAdmissionConfig
 from ..._limits import DropLimits
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
+from ..._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ..._validation import check_choice, check_count, describe
 from .._adapter_runtime import SessionHolder, chunk
 from .._adapter_step import step_metrics
@@ -172,6 +172,9 @@ class TwinkleGroupAdmission(SessionHolder):
         if len(reasons) != groups:
             msg = f"'external_reasons' must have one entry per group ({groups}) (got {len(reasons)})"
             raise ValueError(msg)
+        values, problems = rows.grouped(size)
+        for group, found in problems.items():
+            reasons[group].extend(found)
         for group in rows.unsummable_groups(self._session.policy.config.gate_on, size):
             reasons[group].append(UNSUMMABLE_REWARD)
         texts = None
@@ -181,7 +184,7 @@ class TwinkleGroupAdmission(SessionHolder):
                 raise ValueError(msg)
             texts = chunk(completions, size)
         verdicts = self._session.judge_batch(
-            rows.grouped(size),
+            values,
             texts,
             external_reasons=reasons,
             generated_tokens=generated_tokens,
@@ -190,6 +193,17 @@ class TwinkleGroupAdmission(SessionHolder):
         row_keep = np.repeat(keep, size)
         advantages, mask = self._scatter(rows, row_keep)
         return AdmittedRows(advantages=advantages, mask=mask, keep=keep, verdicts=verdicts)
+
+    def reject_group(self, members: int, reason: str, generated_tokens: int = 0) -> AdmissionVerdict:
+        """
+        Count a group that cannot be judged on its rewards (``members`` of them) as ``external``.
+
+        For a group twinkle's layout cannot hold, such as a request answered with another
+        number of sequences than asked; ``reason`` names the problem.
+        """
+        return self._session.judge(
+            [None] * max(1, members), external_reasons=[reason], generated_tokens=generated_tokens
+        )
 
     def advantages_of(self, rewards: Mapping[str, Any] | Sequence[Any] | RowRewards) -> torch.Tensor:
         """

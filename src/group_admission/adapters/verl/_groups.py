@@ -9,6 +9,7 @@ they share its reward and count once.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import attrs
 
 from ..._exceptions import ConfigurationError
-from .._adapter_runtime import scalar_reward
+from .._adapter_runtime import UNSUMMABLE_REWARD, scalar_reward
 from ._settings import CANONICAL_REWARD
 
 __all__ = [
@@ -128,7 +129,9 @@ def build_group(
     Translate the fetched rows of one group (``(extra_fields, rm_scores)`` per key).
 
     A value that is not a number becomes a missing member with a named external reason,
-    which the policy turns into an ``external`` rejection.
+    which the policy turns into an ``external`` rejection; so does a trajectory whose
+    trained reward (``rm_scores`` summed) is not finite while ``gate_on`` reads other
+    components (``unsummable_reward``).
     """
     components: dict[str, list[float | None]] = {name: [] for name in names}
     external: list[str] = []
@@ -138,6 +141,10 @@ def build_group(
             if problem is not None and problem not in external:
                 external.append(problem)
             components[name].append(value)
+        trained = component_value(CANONICAL_REWARD, extra_fields, rm_scores)
+        unsummable = CANONICAL_REWARD not in names and trained is not None and not math.isfinite(trained)
+        if unsummable and UNSUMMABLE_REWARD not in external:
+            external.append(UNSUMMABLE_REWARD)  # the gate passes it; verl's advantages would be NaN
     sessions = [split_key(key)[1] for key in keys]
     tokens = sum(int(tags.get(key, {}).get("response_len", 0) or 0) for key in keys)
     return GroupRewards(

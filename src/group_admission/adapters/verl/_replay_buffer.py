@@ -181,11 +181,11 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         ordered = [key for uid in sorted(keys) for key in keys[uid]]
         if not ordered:
             return {}
-        fields = ["extra_fields"] * any(n != CANONICAL_REWARD for n in names)
-        fields += ["rm_scores"] * (CANONICAL_REWARD in names)
+        # rm_scores always: it is the reward verl trains on, which must be finite (build_group).
+        fields = ["extra_fields"] * any(n != CANONICAL_REWARD for n in names) + ["rm_scores"]
         data = tq.kv_batch_get(keys=ordered, partition_id=partition_id, select_fields=fields)
         extra = list(data["extra_fields"]) if "extra_fields" in fields else [None] * len(ordered)
-        scores = list(data["rm_scores"]) if "rm_scores" in fields else [None] * len(ordered)
+        scores = list(data["rm_scores"])
         rows = dict(zip(ordered, zip(extra, scores, strict=True), strict=True))
         tags = self.partitions[partition_id]
         return {
