@@ -495,10 +495,11 @@ def _report(value: object, window: int) -> StepReport | None:
     names = [field.name for field in attrs.fields(StepReport)]
     if sorted(value) != sorted(names) or not isinstance(value["limited_by"], list):
         _fail(f"'last_report' must have exactly the StepReport fields {names!r}")
-    for field in attrs.fields(attrs.resolve_types(StepReport)):
-        if not _written_as(value[field.name], field.type):
-            kind = getattr(field.type, "__name__", str(field.type))
-            _fail(f"'last_report.{field.name}' must be of type {kind} (got {describe(value[field.name])})")
+    # get_type_hints, not attrs.resolve_types: that one rewrites the class's fields for everyone.
+    for name, annotation in typing.get_type_hints(StepReport).items():
+        if not _written_as(value[name], annotation):
+            kind = getattr(annotation, "__name__", str(annotation))
+            _fail(f"'last_report.{name}' must be of type {kind} (got {describe(value[name])})")
     report = StepReport(**{**value, "limited_by": tuple(value["limited_by"])})
     if not exactly_equal(report.to_dict(), dict(value)) or report.step != window - 1:
         _fail(f"'last_report' must be the written report of window {window - 1}")
