@@ -35,6 +35,7 @@ from group_admission import (
     group_admission_metrics,
     informative_probability,
     ngram_jaccard,
+    parse_yaml,
     plan_prompts,
     prompts_needed,
 )
@@ -655,6 +656,43 @@ CASES += [
         lambda: C.from_yaml(_yaml("min_reward_std: -1\n")),
         ValueError,
         "'min_reward_std' must be >= 0 (got -1.0)",
+    ),
+    # YAML 1.2's floats (1e-6) are numbers, so their mistakes are the field's, as for any number
+    (
+        "yaml 1e-6 below zero",
+        lambda: C.from_yaml(_yaml("min_reward_std: -1e-6\n")),
+        ValueError,
+        "'min_reward_std' must be >= 0 (got -1e-06)",
+    ),
+    (
+        "yaml 1e3 where a count goes",
+        lambda: SamplingBudgetConfig.from_yaml(_yaml("max_extra_groups: 1e3\n")),
+        TypeError,
+        "'max_extra_groups' must be an integer (got 1000.0)",
+    ),
+    (
+        "yaml 1e999",
+        lambda: C.from_yaml(_yaml("min_reward_std: 1e999\n")),
+        ValueError,
+        "'min_reward_std' must be finite (got inf)",
+    ),
+    (
+        "yaml number with a unit",
+        lambda: C.from_yaml(_yaml("min_reward_std: 1e-6x\n")),
+        TypeError,
+        "'min_reward_std' must be a real number (got '1e-6x')",
+    ),
+    (
+        "yaml text not a string",
+        lambda: parse_yaml(3),  # type: ignore[arg-type]
+        TypeError,
+        "'text' must be a string of YAML (got 3)",
+    ),
+    (
+        "yaml text not yaml",
+        lambda: parse_yaml("a: [", source="--admission.gate_on"),
+        ConfigurationError,
+        "'--admission.gate_on' is not valid YAML: while parsing a flow node",
     ),
     # evaluate / evaluate_batch: shapes, dtypes, indices
     (

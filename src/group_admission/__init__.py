@@ -26,12 +26,14 @@ from ._exceptions import (
     ConfigurationError,
     ConsecutiveFailedGroupsError,
     GroupAdmissionError,
+    HalfConfiguredWarning,
     StepLifecycleError,
 )
 from ._history import PromptEstimate, PromptHistory, PromptPicks, SkipReport
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import informative_probability
 from ._limits import DropLimits
+from ._loading import parse_yaml
 from ._loss_scale import loss_scale
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed
@@ -60,6 +62,7 @@ __all__ = [
     "GroupAdmissionDecision",
     "GroupAdmissionError",
     "GroupAdmissionPolicy",
+    "HalfConfiguredWarning",
     "PromptEstimate",
     "PromptHistory",
     "PromptHistoryConfig",
@@ -83,6 +86,7 @@ __all__ = [
     "loss_scale",
     "ngram_jaccard",
     "parse_state",
+    "parse_yaml",
     "plan_prompts",
     "plan_stream",
     "prompts_needed",
