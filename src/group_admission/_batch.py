@@ -94,16 +94,13 @@ class BatchAdmissionResult:
 
     @property
     def primary_reasons(self) -> npt.NDArray[np.object_]:
-        """
-        The primary reason of every group as a string (``None`` when admitted): an array over
-        groups, like every per-group value here (``.tolist()`` gives a list).
-        """
+        """The primary reason of every group as a string (``None`` when admitted), an array over groups."""
         names = [None if reason is None else reason.value for reason in self.REASONS]
         return np.array(names, dtype=object)[self.reason_codes]
 
     def reasons(self) -> list[str | None]:
         """
-        Deprecated alias of :attr:`primary_reasons`, as a list (a decision's ``reasons`` were its failed checks).
+        Deprecated: :attr:`primary_reasons` as a list (a decision's ``reasons`` were its failed checks).
 
         .. deprecated:: 0.2.0
             Use :attr:`primary_reasons`; removed in 0.3.0.
