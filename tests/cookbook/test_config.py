@@ -199,3 +199,21 @@ def test_config_round_trips_through_its_dict() -> None:
     config = parse_config(["--config", str(DEMO_CONFIG)])
 
     assert config == TrainConfig(**config.to_dict())
+
+
+def test_the_gpu_recipe_s_flags_are_settings_of_this_script() -> None:
+    """cookbook/grpo_gsm8k/run.sh: the recommended preset, gated on accuracy, with resampling on top."""
+    import shlex
+
+    text = (ROOT / "cookbook" / "grpo_gsm8k" / "run.sh").read_text()
+    command = text[text.index("python cookbook/grpo_gsm8k/train.py") :].replace("\\\n", " ")
+    argv = [arg for arg in shlex.split(command, comments=True)[2:] if arg != "$@"]
+    built = parse_config(argv).session_config()
+
+    assert SessionConfig.preset("recommended").history == built.history
+    assert ("accuracy",) == built.policy.gate_on
+    assert (16, 2, "confidence") == (
+        built.budget.max_extra_groups,
+        built.budget.max_resample_rounds,
+        built.budget.mode,
+    )
