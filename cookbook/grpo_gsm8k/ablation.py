@@ -8,12 +8,13 @@ steps), and evaluates held-out greedy accuracy every ``--eval-every`` samples:
 - ``grpo``: plain GRPO, every group trained on (as TRL does);
 - ``zero_std``: groups with no spread in the *total* reward dropped (slime's and verl DAPO's
   criterion; all-wrong groups with brevity spread get through);
-- ``gate``: admission gated on accuracy (the run's ``admission`` block), no resampling;
-- ``gate_resample``: admission plus bounded resampling (the run's block without its
-  prompt history);
+- ``gate``: admission gated on accuracy (the run's ``admission`` block, the main job's)
+  without its prompt history: no resampling, no skipping;
+- ``gate_resample``: the same plus bounded resampling (2 extra groups per target group over
+  2 rounds, under the run's own budget fields);
 - ``gate_resample_skip``: the same, plus prompt skipping: a ``PromptHistory`` (the block's
   ``history``, the recommended preset's) skips the prompts it expects to be dead, before
-  generating them: the main job's setup.
+  generating them.
 
 Every arm draws from the same pool (``--pool``: the first 64 training problems offline),
 revisited epoch after epoch, so the history has earlier visits to learn from.
@@ -49,6 +50,7 @@ from typing import Any
 
 import attrs
 
+from group_admission import SamplingBudgetConfig
 from grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
 from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
 
@@ -66,25 +68,27 @@ class Arm:
     One arm: its admission block (a ``SessionConfig`` block) over the run's, or instead of it.
 
     ``admission`` updates the run's block section by section (``None``: the run's own); with
-    ``replace`` it is the whole block.
+    ``replace`` it is the whole block. ``resample`` adds bounded resampling under the run's
+    own budget fields: ``SamplingBudgetConfig.for_target`` extra groups (2 per target group)
+    over :data:`RESAMPLE_ROUNDS` rounds.
     """
 
     name: str
     label: str
     admission: Mapping[str, Any] | None
     replace: bool = False
+    resample: bool = False
 
+
+#: The resampling arms' rounds after the first.
+RESAMPLE_ROUNDS = 2
 
 ARMS: tuple[Arm, ...] = (
     Arm("grpo", "plain GRPO (every group)", PLAIN_GRPO, replace=True),
     Arm("zero_std", "zero-std filter on the total reward", {"preset": "zero_std"}, replace=True),
-    Arm(
-        "gate",
-        "admission gated on accuracy, no resampling",
-        {"budget": {"max_extra_groups": 0, "max_resample_rounds": 0}, "history": None},
-    ),
-    Arm("gate_resample", "admission + bounded resampling", {"history": None}),
-    Arm("gate_resample_skip", "+ prompt skipping", {"history": {}}),
+    Arm("gate", "admission gated on accuracy, no resampling", {"history": None}),
+    Arm("gate_resample", "admission + bounded resampling", {"history": None}, resample=True),
+    Arm("gate_resample_skip", "+ prompt skipping", {"history": {}}, resample=True),
 )
 
 
@@ -96,6 +100,10 @@ def arm_config(base: TrainConfig, arm: Arm, seed: int, output: Path) -> TrainCon
         admission = dict(arm.admission)
     else:
         admission = merge_admission(base.admission, arm.admission)
+    if arm.resample:
+        rounds = SamplingBudgetConfig.for_target(base.batch_size, max_resample_rounds=RESAMPLE_ROUNDS)
+        resampling = {key: getattr(rounds, key) for key in ("max_extra_groups", "max_resample_rounds")}
+        admission["budget"] = {**resampling, **admission.get("budget", {})}  # the run's own fields win
     return attrs.evolve(
         base,
         admission=admission,

@@ -157,7 +157,9 @@ def test_every_arm_is_a_session_config_and_only_the_last_skips() -> None:
     assert built["grpo"].policy == GroupAdmissionConfig()  # every gate off
     assert built["zero_std"] == SessionConfig.preset("zero_std")
     assert all(built[name].policy.gate_on == ("accuracy",) for name in ("gate", "gate_resample"))
-    assert 0 == built["gate"].budget.max_extra_groups < built["gate_resample"].budget.max_extra_groups
+    assert 0 == built["gate"].budget.max_resample_rounds < built["gate_resample"].budget.max_resample_rounds
+    assert built["gate_resample"].budget == built["gate_resample_skip"].budget
+    assert 2 * base.batch_size == built["gate_resample"].budget.max_extra_groups
 
 
 def test_the_held_out_problems_are_distinct_and_unseen(
