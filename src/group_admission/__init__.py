@@ -26,12 +26,14 @@ from ._exceptions import (
     ConfigurationError,
     ConsecutiveFailedGroupsError,
     GroupAdmissionError,
+    HalfConfiguredWarning,
     StepLifecycleError,
 )
 from ._history import PromptEstimate, PromptHistory, PromptPicks, SkipReport
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import informative_probability
 from ._limits import DropLimits
+from ._loading import parse_yaml
 from ._loss_scale import loss_scale
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed
@@ -63,6 +65,7 @@ __all__ = [
     "GroupAdmissionDecision",
     "GroupAdmissionError",
     "GroupAdmissionPolicy",
+    "HalfConfiguredWarning",
     "PromptEstimate",
     "PromptHistory",
     "PromptHistoryConfig",
@@ -89,6 +92,7 @@ __all__ = [
     "loss_scale",
     "ngram_jaccard",
     "parse_state",
+    "parse_yaml",
     "plan_prompts",
     "plan_stream",
     "prompts_needed",
