@@ -297,7 +297,7 @@ PROFILES: dict[str, Profile] = {
         seeds=1,
         long_seeds=1,
     ),
-    # One GPU: a wider, deeper model built and warm-started on the device; 3 arms x 3 seeds.
+    # One GPU: a wider, deeper model built and warm-started on the device; 6 arms x 3 seeds.
     "cuda": Profile(
         "cuda",
         size=ModelSize(layers=6, width=384, heads=6),
