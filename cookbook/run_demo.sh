@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main job: GRPO with group admission and bounded resampling beside plain GRPO,
+# The README's main job: GRPO with group admission (the recommended configuration) beside plain GRPO,
 # end to end, offline, on a 2-core CPU. Creates .venv and installs requirements-dev.txt unless
 # .venv was already installed from it (.ci/lib.sh), builds the tiny demo policy and the
 # synthetic GSM8K-format problems under .cache/grpo_gsm8k/ (once), then trains both runs side
