@@ -11,13 +11,13 @@ import numpy as np
 
 from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
-from ..._exceptions import CheckpointError
 from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
+from .._adapter_history import history_metrics, restored_history
 from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
 from .._adapter_step import admission_step, step_metrics
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
@@ -324,7 +324,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         values = step_metrics(self.admission_session, report, prefix="", effective_rate=effective_rate)
         values["informative_rate_before"] = rate_before
         if self.prompt_history is not None:
-            values["prompts_skipped"], values["prompts_forced"] = prompts
+            skipped, forced = prompts
+            step = self.admission_session.step
+            values.update(
+                history_metrics(self.prompt_history, step=step, prefix="", skipped=skipped, forced=forced)
+            )
         for name, value in values.items():
             self._metrics["train"][_PREFIX + name].append(float(value))
 
@@ -355,7 +359,9 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if self._admission_prompts is not None and "prompts" in state:
             self._admission_prompts.load_state_dict(state["prompts"])
         if self.prompt_history is not None and "prompt_history" in state:
-            self.prompt_history = _restored_history(state["prompt_history"], self.prompt_history.config)
+            self.prompt_history = restored_history(
+                state["prompt_history"], self.prompt_history.config, settings="the trainer's"
+            )
         if self._main_sampler is not None and "sampler" in state:
             self._main_sampler.load_state_dict(state["sampler"], skip_trained=not self.args.ignore_data_skip)
 
@@ -394,17 +400,6 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
 
     .. versionadded:: 0.2.0
     """
-
-
-def _restored_history(state: Mapping[str, Any], config: PromptHistoryConfig) -> PromptHistory:
-    """The checkpoint's history, refused when it was saved under another config."""
-    history = PromptHistory.from_dict(state)
-    if history.config != config:
-        msg = (
-            f"the checkpoint's prompt history was saved with {history.config!r}, not the trainer's {config!r}"
-        )
-        raise CheckpointError(msg)
-    return history
 
 
 def _fill_slots(
