@@ -30,7 +30,9 @@ from bad_inputs_common import (
 from group_admission import (
     ConfigurationError,
     GroupAdmissionDecision,
+    SamplingBudgetConfig,
     ngram_jaccard,
+    parse_yaml,
 )
 
 CASES: list[Case] = [
@@ -367,6 +369,43 @@ CASES: list[Case] = [
         lambda: C.from_yaml(yaml_file("min_reward_std: -1\n")),
         ValueError,
         "'min_reward_std' must be >= 0 (got -1.0)",
+    ),
+    # YAML 1.2's floats (1e-6) are numbers, so their mistakes are the field's, as for any number
+    (
+        "yaml 1e-6 below zero",
+        lambda: C.from_yaml(yaml_file("min_reward_std: -1e-6\n")),
+        ValueError,
+        "'min_reward_std' must be >= 0 (got -1e-06)",
+    ),
+    (
+        "yaml 1e3 where a count goes",
+        lambda: SamplingBudgetConfig.from_yaml(yaml_file("max_extra_groups: 1e3\n")),
+        TypeError,
+        "'max_extra_groups' must be an integer (got 1000.0)",
+    ),
+    (
+        "yaml 1e999",
+        lambda: C.from_yaml(yaml_file("min_reward_std: 1e999\n")),
+        ValueError,
+        "'min_reward_std' must be finite (got inf)",
+    ),
+    (
+        "yaml number with a unit",
+        lambda: C.from_yaml(yaml_file("min_reward_std: 1e-6x\n")),
+        TypeError,
+        "'min_reward_std' must be a real number (got '1e-6x')",
+    ),
+    (
+        "yaml text not a string",
+        lambda: parse_yaml(3),  # type: ignore[arg-type]
+        TypeError,
+        "'text' must be a string of YAML (got 3)",
+    ),
+    (
+        "yaml text not yaml",
+        lambda: parse_yaml("a: [", source="--admission.gate_on"),
+        ConfigurationError,
+        "'--admission.gate_on' is not valid YAML: while parsing a flow node",
     ),
     # evaluate / evaluate_batch: shapes, dtypes, indices
     (

@@ -113,6 +113,10 @@ def test_ensure_venv_installs_torch_then_the_no_deps_file_then_the_rest_then_the
         "-m pip install --quiet --no-deps -e .",
     ]
     assert "==> installing nodeps.txt into venv (without dependencies)" in done.stdout
+    # pip's ERROR lines about the pins left out are announced as expected, before they come
+    announced = done.stdout.index('expected below: "ERROR: ... requires ..., which is not installed"')
+    assert "of nodeps.txt this venv leaves out on purpose" in done.stdout
+    assert announced < done.stdout.index("==> installing the rest of requirements.txt")
 
     log.unlink()
     again = ensure(project, "no-deps", "nodeps.txt", "editable")
@@ -123,6 +127,12 @@ def test_ensure_venv_installs_torch_then_the_no_deps_file_then_the_rest_then_the
     log.unlink()
     ensure(project, "no-deps", "nodeps.txt", "editable")
     assert "-m pip install --quiet --no-deps -r nodeps.txt" in log.read_text()  # a changed pin: install
+    assert "expected below" not in ensure_plain(project).stdout  # only where pins were left out
+
+
+def ensure_plain(project: Path) -> subprocess.CompletedProcess[str]:
+    shutil.rmtree(project / "venv", ignore_errors=True)
+    return ensure(project, "editable")
 
 
 def test_ensure_venv_refuses_an_unknown_option(recording: tuple[Path, Path]) -> None:

@@ -120,7 +120,10 @@ class TestSimulate:
             "(default: 512)",  # --mean-tokens
             "--max-tokens N Truncation length",
             "'none' unsets it (default: none)",
-            "without any policy setting, the zero-std filter min_reward_std=1e-06",
+            (
+                "without any policy setting, the 'zero_std' preset's policy, "
+                "the zero-std filter min_reward_std=1e-06"
+            ),
             "without any budget setting, a controller allows 2 x target extra groups",
         ):
             assert shown in text, shown

@@ -74,7 +74,9 @@ def test_help_shows_every_default() -> None:
         "'none' unsets it (default: none)",
     ):
         assert shown in text, shown
-    assert "without any policy setting, the zero-std filter min_reward_std=1e-06" in text
+    assert (
+        "without any policy setting, the 'zero_std' preset's policy, the zero-std filter min_reward_std=1e-06"
+    ) in text
 
 
 def test_the_table_and_json_are_simulate_pools_own(

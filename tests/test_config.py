@@ -63,6 +63,53 @@ def test_from_yaml_reads_a_section(tmp_path: Path) -> None:
     assert SamplingBudgetConfig(max_extra_groups=8, max_resample_rounds=2, mode="confidence") == budget
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1e-6", 1e-6),  # no dot: YAML 1.1 (PyYAML) reads text, YAML 1.2 a float
+        ("1E-6", 1e-6),
+        ("+1e-6", 1e-6),
+        ("1.0e6", 1e6),  # no sign in the exponent: text in YAML 1.1 too
+        (".5e1", 5.0),
+        ("3e+2", 300.0),
+        ("1.0e-6", 1e-6),  # what PyYAML already read
+        ("0.02", 0.02),
+        ("2", 2),
+    ],
+)
+def test_yaml_reads_every_yaml_12_float_as_a_number(text: str, value: float) -> None:
+    pytest.importorskip("yaml")
+    from group_admission import parse_yaml
+
+    parsed = parse_yaml(f"x: {text}\n")["x"]
+
+    assert value == parsed
+    assert type(value) is type(parsed)
+
+
+@pytest.mark.parametrize("text", ["'1e-6'", "1e-6x", "e6", "1e", "1_000e3", "0x1p3", "1e-6 apples"])
+def test_yaml_keeps_quoted_and_not_number_text_as_text(text: str) -> None:
+    pytest.importorskip("yaml")
+    from group_admission import parse_yaml
+
+    assert isinstance(parse_yaml(f"x: {text}\n")["x"], str)
+
+
+def test_the_configs_the_docs_quote_with_1e_6_load_everywhere(tmp_path: Path) -> None:
+    """``min_reward_std: 1e-6`` through from_yaml, SessionConfig and the command line alike."""
+    pytest.importorskip("yaml")
+    from group_admission import SessionConfig
+    from group_admission._cli import main
+
+    path = tmp_path / "admission.yaml"
+    path.write_text("policy:\n  min_reward_std: 1e-6\n  gate_on: [accuracy]\nbudget:\n  confidence: 9e-1\n")
+
+    assert 1e-6 == GroupAdmissionConfig.from_yaml(path, key="policy").min_reward_std
+    assert 0.9 == SamplingBudgetConfig.from_yaml(path, key="budget").confidence
+    assert 1e-6 == SessionConfig.from_yaml(path).policy.min_reward_std
+    assert 0 == main(["explain", str(path)])
+
+
 def test_an_empty_yaml_file_gives_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("")

@@ -8,9 +8,11 @@ who adds or edits a code block:
   ``# continues: loop (uses session, rng)``), and the earlier block names itself on its first
   line: ``# example: NAME``. The named blocks (and what they continue) run first, in the
   same interpreter.
-- A ```bash block runs too, from the repository root, with the test environment's
-  ``python`` and ``group-admission`` first on PATH; ``# example:`` / ``# continues:`` work
-  the same way.
+- A ```bash block runs too, from the repository root, in a fresh shell as a reader opens one:
+  the test environment is not on PATH until the README's activation block (``<!-- docs-test:
+  activation -->``, ``source .venv/bin/activate``) has run, and it runs first, before every
+  bash block, transcript and ``output of`` command, as a reader runs it once per shell.
+  ``.venv`` is the test's own environment. ``# example:`` / ``# continues:`` work the same way.
 - A ```text or ```console block whose first line starts with ``$ `` is a transcript: each
   ``$ command`` runs from the repository root and must print (stdout and stderr) the lines
   under it. A ```yaml block must parse. Other blocks are prose and do not run.
@@ -27,6 +29,7 @@ who adds or edits a code block:
   ``<!-- docs-test: file: PATH -->`` this block is the whole file PATH (an example that ships).
   ``<!-- docs-test: excerpt: PATH -->`` this block appears verbatim in PATH. A shown file or
   excerpt is compared, not run (the file is what runs, where it is tested).
+  ``<!-- docs-test: activation -->`` the README's one block that activates ``.venv`` (above).
 
   In expected output a line ``...`` stands for any lines; trailing spaces do not count.
 """
@@ -123,6 +126,9 @@ def parse(page: Path) -> list[Block]:
 
 
 BLOCKS = [block for page in PAGES for block in parse(page)]
+#: What a reader runs once in each new shell before any other command (the README says so).
+ACTIVATIONS = [block for block in BLOCKS if block.directive == "activation"]
+ACTIVATE = ACTIVATIONS[0].text if len(ACTIVATIONS) == 1 else "false  # no single activation block\n"
 
 
 def _ids(blocks: list[Block]) -> list[str]:
@@ -146,20 +152,36 @@ def chain(block: Block) -> list[Block]:
     return sorted(seen.values(), key=lambda b: b.line)
 
 
+#: The environment the tests run in: the reader's ``.venv`` (what the README's command 1 installs).
+VENV = Path(sys.prefix)
+VENV_BIN = Path(sys.executable).parent
+
+
 def scratch_root(tmp_path: Path) -> Path:
     """A scratch repository root: every top-level entry linked, so what a block writes lands here."""
     root = tmp_path / "repo"
     root.mkdir()
     for entry in ROOT.iterdir():
-        if entry.name not in NOT_MIRRORED:
+        if entry.name not in NOT_MIRRORED and entry.name != ".venv":
             (root / entry.name).symlink_to(entry)
+    if (VENV / "bin" / "activate").is_file():
+        (root / ".venv").symlink_to(VENV)
+    else:  # not run from a venv: an activate script that does what a venv's does
+        (root / ".venv" / "bin").mkdir(parents=True)
+        (root / ".venv" / "bin" / "activate").write_text(f'export PATH="{VENV_BIN}:$PATH"\n')
     return root
 
 
 def environment() -> dict[str, str]:
-    """The reader's shell: this interpreter's bin first on PATH, this checkout's src importable, offline."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    """
+    A fresh shell: the test environment off PATH until a block activates it, offline.
+
+    This checkout's src comes first on PYTHONPATH, so the code under test is what runs
+    even where ``.venv`` was installed from another checkout.
+    """
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    ours = {str(VENV_BIN), str(VENV / "bin")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p not in ours)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
     return env
@@ -201,7 +223,8 @@ def run(blocks: list[Block], tmp_path: Path) -> str:
             pytest.fail(
                 f"{blocks[-1].where} runs {heavy.group(0)!r}: declare it <!-- docs-test: skip: ... -->"
             )
-        command = ["bash", "-eo", "pipefail", "-c", "".join(f"{b.text}echo '{SENTINEL}'\n" for b in blocks)]
+        script = "".join(f"{b.text}echo '{SENTINEL}'\n" for b in blocks)
+        command = ["bash", "-eo", "pipefail", "-c", ACTIVATE + script]
     done = shell(command, cwd)
     if done.returncode:
         pytest.fail(
@@ -257,7 +280,7 @@ def test_transcript_prints_what_it_shows(block: Block, tmp_path: Path) -> None:
     cwd = scratch_root(tmp_path)
     for part in re.split(r"^\$ ", block.text, flags=re.MULTILINE)[1:]:
         command, _, expected = part.partition("\n")
-        done = shell(["bash", "-c", command], cwd, merge=True)
+        done = shell(["bash", "-c", ACTIVATE + command], cwd, merge=True)
         assert matches(done.stdout, expected), f"{block.where}: `{command}` printed\n{done.stdout}"
 
 
@@ -267,7 +290,7 @@ OUTPUTS_OF = [b for b in BLOCKS if b.directive.startswith("output of:")]
 @pytest.mark.parametrize("block", OUTPUTS_OF, ids=_ids(OUTPUTS_OF))
 def test_output_of_a_command_is_what_it_prints(block: Block, tmp_path: Path) -> None:
     command = block.directive[len("output of:") :].strip()
-    done = shell(["bash", "-c", command], scratch_root(tmp_path))
+    done = shell(["bash", "-c", ACTIVATE + command], scratch_root(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert matches(done.stdout, block.text), f"{block.where}: `{command}` printed\n{done.stdout}"
 
@@ -307,9 +330,34 @@ def test_every_skip_says_why_and_points_at_what_runs_it() -> None:
                 assert re.search(rf"def {test}\b", (ROOT / path).read_text()), f"{block.where}: no {pointer}"
 
 
+def test_the_readme_says_once_how_to_activate_the_environment_where_a_reader_first_needs_it() -> None:
+    readme = [b for b in BLOCKS if b.page == ROOT / "README.md"]
+    assert [b.page for b in ACTIVATIONS] == [ROOT / "README.md"], "one activation block, in the README"
+    (activation,) = ACTIVATIONS
+    assert activation.kind == "bash"
+    assert activation.text.strip() == "source .venv/bin/activate"
+    # Right after the commands that create .venv, before any command that needs it.
+    before = [b for b in readme if b.line < activation.line and b.kind in ("python", "bash")]
+    assert before, "the command that creates .venv comes first"
+    assert all("run_demo.sh" in b.text or ".ci/" in b.text for b in before), [b.where for b in before]
+
+
+def test_a_fresh_shell_finds_the_tools_only_after_activation(tmp_path: Path) -> None:
+    cwd = scratch_root(tmp_path)
+    probe = "command -v group-admission python || true"
+    before = shell(["bash", "-c", probe], cwd).stdout.split()
+    after = shell(["bash", "-c", ACTIVATE + probe], cwd).stdout.split()
+
+    ours = (VENV / "bin").resolve()  # the folder: the venv's python is a link to the base interpreter
+    assert not any(Path(p).parent.resolve() == ours for p in before), before
+    assert [Path(p).parent.resolve() == ours for p in after] == [True, True], after
+
+
 def test_directives_and_headers_are_well_formed() -> None:
     known = ("skip:", "output of:", "file:", "excerpt:")
     for block in BLOCKS:
+        if block.directive == "activation":
+            continue
         assert not block.directive or block.directive == "output" or block.directive.startswith(known), (
             f"{block.where}: unknown directive {block.directive!r} (see tests/test_docs.py)"
         )

@@ -282,8 +282,8 @@ class TestDecision:
     def test_a_batch_results_reasons_are_its_primary_reasons_under_a_deprecated_name(self) -> None:
         result = policy(min_reward_std=1e-6).evaluate_batch([[0, 1], [1, 1]])
 
-        with pytest.warns(DeprecationWarning, match=r"use primary_reasons\(\)"):
-            assert [None, "exact_dead"] == result.reasons() == result.primary_reasons()
+        with pytest.warns(DeprecationWarning, match=r"use primary_reasons "):
+            assert [None, "exact_dead"] == result.reasons() == result.primary_reasons.tolist()
 
 
 class TestLogging:
@@ -316,8 +316,8 @@ def test_evaluate_batch_accepts_torch_tensors() -> None:
     from_numpy = p.evaluate_batch(rewards)
     from_torch = p.evaluate_batch(torch.tensor(rewards, dtype=torch.float32))
 
-    assert ["exact_dead", "near_tie"] == from_numpy.primary_reasons()[1:]
-    assert from_numpy.primary_reasons() == from_torch.primary_reasons()
+    assert ["exact_dead", "near_tie"] == from_numpy.primary_reasons.tolist()[1:]
+    assert from_numpy.primary_reasons.tolist() == from_torch.primary_reasons.tolist()
 
 
 def test_a_list_of_tensors_and_fractions_are_rewards_too() -> None:

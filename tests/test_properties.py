@@ -159,7 +159,7 @@ def test_evaluate_batch_agrees_exactly_with_evaluate(
     for row, decision in zip(rewards, batch.decisions(), strict=True):
         assert policy.evaluate(row).to_dict() == decision.to_dict()
     primary = [None if d.reason is None else d.reason.value for d in batch.decisions()]
-    assert primary == batch.primary_reasons()
+    assert primary == batch.primary_reasons.tolist()
 
 
 @given(
@@ -345,7 +345,7 @@ def test_evaluate_batch_agrees_with_evaluate_row_by_row_on_every_input_kind(batc
     for row, single in enumerate(singles):
         assert single.to_dict() == result.decision(row).to_dict()
         assert single.to_dict() == result.decision(row - groups).to_dict()  # negative indices
-    assert [d.primary_rejection_reason for d in singles] == result.primary_reasons()
+    assert [d.primary_rejection_reason for d in singles] == result.primary_reasons.tolist()
     counted, from_batch = AdmissionStats(), AdmissionStats()
     counted.add_many(singles)
     from_batch.add_many(result)

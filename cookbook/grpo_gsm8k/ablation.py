@@ -8,11 +8,13 @@ steps), and evaluates held-out greedy accuracy every ``--eval-every`` samples:
 - ``grpo``: plain GRPO, every group trained on (as TRL does);
 - ``zero_std``: groups with no spread in the *total* reward dropped (slime's and verl DAPO's
   criterion; all-wrong groups with brevity spread get through);
-- ``gate``: admission gated on accuracy (the run's ``admission`` settings), no resampling;
-- ``gate_resample``: admission plus bounded resampling (the run's ``admission`` and
-  ``budget`` settings: the main job's);
-- ``gate_resample_skip``: the same, plus prompt skipping: a ``PromptHistory`` (the run's
-  ``history`` settings) skips the prompts it expects to be dead, before generating them.
+- ``gate``: admission gated on accuracy (the run's ``admission`` block, the main job's)
+  without its prompt history: no resampling, no skipping;
+- ``gate_resample``: the same plus bounded resampling (2 extra groups per target group over
+  2 rounds, under the run's own budget fields);
+- ``gate_resample_skip``: the same, plus prompt skipping: a ``PromptHistory`` (the block's
+  ``history``, the recommended preset's) skips the prompts it expects to be dead, before
+  generating them.
 
 Every arm draws from the same pool (``--pool``: the first 64 training problems offline),
 revisited epoch after epoch, so the history has earlier visits to learn from.
@@ -48,44 +50,64 @@ from typing import Any
 
 import attrs
 
+from group_admission import SamplingBudgetConfig
 from grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
-from grpo_gsm8k.config import TrainConfig, parse_config
+from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
 
 __all__ = ["ARMS", "Arm", "arm_config", "main", "run_ablation"]
 
 OFFLINE_CONFIG = Path(__file__).resolve().parent / "offline" / "config.yaml"
 OFFLINE_POOL = 64  # small enough that a run revisits every problem a few times
-WARM_START_ROWS = 256  # the demo policy was fine-tuned on the first 256 training rows
+WARM_START_ROWS = 2000  # the demo policy was fine-tuned on every training row
 HELD_OUT_SEED = 2_000_003  # neither the training split's seed (0) nor the demo test split's
 
 
 @attrs.frozen
 class Arm:
-    """One arm: its admission and budget settings (``None``: the run's own)."""
+    """
+    One arm: its admission block (a ``SessionConfig`` block) over the run's, or instead of it.
+
+    ``admission`` updates the run's block section by section (``None``: the run's own); with
+    ``replace`` it is the whole block. ``resample`` adds bounded resampling under the run's
+    own budget fields: ``SamplingBudgetConfig.for_target`` extra groups (2 per target group)
+    over :data:`RESAMPLE_ROUNDS` rounds.
+    """
 
     name: str
     label: str
     admission: Mapping[str, Any] | None
-    budget: Mapping[str, Any] | None
-    skip_prompts: bool = False
+    replace: bool = False
+    resample: bool = False
 
+
+#: The resampling arms' rounds after the first.
+RESAMPLE_ROUNDS = 2
 
 ARMS: tuple[Arm, ...] = (
-    Arm("grpo", "plain GRPO (every group)", admission={}, budget={}),
-    Arm("zero_std", "zero-std filter on the total reward", admission={"min_reward_std": 1e-6}, budget={}),
-    Arm("gate", "admission gated on accuracy, no resampling", admission=None, budget={}),
-    Arm("gate_resample", "admission + bounded resampling", admission=None, budget=None),
-    Arm("gate_resample_skip", "+ prompt skipping", admission=None, budget=None, skip_prompts=True),
+    Arm("grpo", "plain GRPO (every group)", PLAIN_GRPO, replace=True),
+    Arm("zero_std", "zero-std filter on the total reward", {"preset": "zero_std"}, replace=True),
+    Arm("gate", "admission gated on accuracy, no resampling", {"history": None}),
+    Arm("gate_resample", "admission + bounded resampling", {"history": None}, resample=True),
+    Arm("gate_resample_skip", "+ prompt skipping", {"history": {}}, resample=True),
 )
 
 
 def arm_config(base: TrainConfig, arm: Arm, seed: int, output: Path) -> TrainConfig:
-    """The config of one run: the base with the arm's admission and budget, the seed and a folder."""
+    """The config of one run: the base with the arm's admission block, the seed and a folder."""
+    if arm.admission is None:
+        admission = dict(base.admission)
+    elif arm.replace:
+        admission = dict(arm.admission)
+    else:
+        admission = merge_admission(base.admission, arm.admission)
+    if arm.resample:
+        rounds = SamplingBudgetConfig.for_target(base.batch_size, max_resample_rounds=RESAMPLE_ROUNDS)
+        resampling = {key: getattr(rounds, key) for key in ("max_extra_groups", "max_resample_rounds")}
+        admission["budget"] = {**resampling, **admission.get("budget", {})}  # the run's own fields win
     return attrs.evolve(
         base,
-        admission=dict(base.admission if arm.admission is None else arm.admission),
-        budget=dict(base.budget if arm.budget is None else arm.budget),
-        skip_prompts=arm.skip_prompts,
+        admission=admission,
+        baseline=None,
         seed=seed,
         output_dir=str(output / "runs" / arm.name / f"seed{seed}"),
         progress=False,
@@ -222,17 +244,16 @@ def run_ablation(
 
 
 def _resolved(base: TrainConfig, arm: Arm) -> dict[str, Any]:
-    config = arm_config(base, arm, base.seed, Path())
-    return {"admission": config.admission, "budget": config.budget}
+    """The arm's admission as the session runs it: every field of its SessionConfig."""
+    return arm_config(base, arm, base.seed, Path()).session_config().to_dict()
 
 
 def write_held_out(path: Path, excluded: Sequence[str], count: int, *, seed: int = HELD_OUT_SEED) -> Path:
     """
     Write ``count`` distinct demo-family problems whose questions are not in ``excluded``.
 
-    The problems come from the offline generator with the demo's recipe and another seed.
-    The family has 4,200 distinct questions (3,000 additions, 1,200 subtractions): exclude
-    few, or the subtractions run out first and the set leans to the harder additions.
+    The problems come from the offline generator with the demo's recipe and another seed
+    (the two-step family has tens of thousands of distinct questions).
 
     Raises:
         ValueError: fewer than ``count`` unseen questions exist.

@@ -86,7 +86,7 @@ class RoundLog(StepObserver):
     def round_judged(
         self, groups: Sequence[Group], verdicts: BatchAdmissionVerdict, plan: ResamplePlan
     ) -> None:
-        reasons = verdicts.result.primary_reasons()
+        reasons = verdicts.result.primary_reasons
         self.phantom += sum(
             reason == RejectionReason.EXACT_DEAD and float(np.std(group.total_reward)) > 0
             for group, reason in zip(groups, reasons, strict=True)

@@ -171,6 +171,7 @@ def summarise(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "informative_after_mean": mean("informative_after", steps),
         "cost_mean": mean("cost", steps),
         "exhausted_steps": sum(bool(s["exhausted"]) for s in steps),
+        "resampled_steps": sum(s["rounds"] > 1 for s in steps),
         "rejections": {r: sum(s["rejections"].get(r, 0) for s in steps) for r in REASONS},
         "phantom_rejected": sum(s["phantom_rejected"] for s in steps),
         "candidates": sum(s["generated_groups"] for s in steps),
@@ -192,10 +193,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         [
             f"reward (first -> last quarter): {summary['reward_early']:.3f} -> {summary['reward_late']:.3f}"
             f"   accuracy: {summary['accuracy_early']:.3f} -> {summary['accuracy_late']:.3f}",
-            f"informative groups: {summary['informative_before_mean']:.0%} sampled -> "
-            f"{summary['informative_after_mean']:.0%} of the target after resampling, at x"
-            f"{summary['cost_mean']:.2f} generation cost; budget exhausted in "
-            f"{summary['exhausted_steps']}/{summary['steps']} steps",
+            _informative_line(summary),
             f"groups: {summary['candidates']} judged, {summary['admitted']} admitted, {summary['trained']} "
             f"trained on ({summary['surplus']} surplus discarded); rejected: {rejected}; "
             f"{summary['phantom_rejected']} of the exact_dead groups had equal accuracy but brevity spread "
@@ -204,6 +202,21 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             f"{s['admission']:.3f}s ({summary['admission_share']:.3%} of step time), training "
             f"{s['training']:.1f}s",
         ]
+    )
+
+
+def _informative_line(summary: Mapping[str, Any]) -> str:
+    """How many groups were informative, and what resampling (if the budget allows any) made of it."""
+    before, after = summary["informative_before_mean"], summary["informative_after_mean"]
+    if not summary.get("resampled_steps"):
+        return (
+            f"informative groups: {before:.0%} of the groups sampled, trained on {after:.0%} of the target "
+            "(no resampling: a step trains on the groups it admitted)"
+        )
+    return (
+        f"informative groups: {before:.0%} sampled -> {after:.0%} of the target after resampling, at x"
+        f"{summary['cost_mean']:.2f} generation cost; budget exhausted in "
+        f"{summary['exhausted_steps']}/{summary['steps']} steps"
     )
 
 

@@ -16,9 +16,9 @@ python cookbook/grpo_gsm8k/train.py \
   --lr 1e-6 --max-grad-norm 1.0 --clip-eps 0.2 --clip-eps-high 0.28 \
   --advantage-scale group --loss-aggregation token \
   --mini-batch-groups 4 --ppo-epochs 1 --micro-batch-size 8 \
-  --admission.min_reward_std 1e-6 --admission.gate_on '[accuracy]' \
-  --budget.max_extra_groups 16 --budget.max_extra_groups_per_round 16 \
-  --budget.max_resample_rounds 2 --budget.max_total_samples 256 \
-  --budget.max_total_tokens 131072 --budget.mode confidence \
+  --admission.preset recommended --admission.policy.gate_on '[accuracy]' \
+  --admission.budget.max_extra_groups 16 --admission.budget.max_extra_groups_per_round 16 \
+  --admission.budget.max_resample_rounds 2 --admission.budget.max_total_samples 256 \
+  --admission.budget.max_total_tokens 131072 --admission.budget.mode confidence \
   --eval-problems 200 --output-dir runs/grpo_gsm8k_qwen2.5-0.5b \
   "$@"

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from group_admission import AdmissionSession, PromptHistory, RejectionReason
-from grpo_gsm8k.config import TrainConfig, parse_config
+from group_admission import AdmissionSession, RejectionReason
+from grpo_gsm8k.compare import Baseline, finish_comparison
+from grpo_gsm8k.config import ConfigError, TrainConfig, parse_config
 from grpo_gsm8k.data import (
     Problem,
     autocast,
@@ -41,21 +42,16 @@ from grpo_gsm8k.data import (
     load_problems,
     resolve_device,
 )
-from grpo_gsm8k.grpo import (
-    clipped_pg_loss,
-    collate,
-    group_advantages,
-    parameter_checksum,
-    token_logprobs,
-)
+from grpo_gsm8k.grpo import parameter_checksum
 from grpo_gsm8k.observers import RoundLog, Stopwatch
 from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
 from grpo_gsm8k.report import JsonlLog, StepLines, format_summary, start_prometheus, summarise, write_plot
 from grpo_gsm8k.rewards import answers_match, extract_answer
 from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
 from grpo_gsm8k.skipping import SkippingStream
+from grpo_gsm8k.update import chunks, update_policy
 
-__all__ = ["RunResult", "main", "train"]
+__all__ = ["RunResult", "main", "train", "update_policy"]
 
 
 @dataclass
@@ -72,117 +68,6 @@ class RunResult:
     final_checksum: float = 0.0
 
 
-def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-Row = tuple[list[int], list[int], float]  # prompt ids, completion ids, advantage
-
-
-@torch.no_grad()
-def _snapshot_logprobs(
-    model: Any, rows: Sequence[Row], indices: Sequence[int], config: TrainConfig, *, pad_id: int, device: str
-) -> list[torch.Tensor | None]:
-    """Token log-probs of the rows at ``indices`` under the current weights (``None`` elsewhere)."""
-    old: list[torch.Tensor | None] = [None] * len(rows)
-    for part in _chunks(indices, config.micro_batch_size):
-        batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
-        with autocast(device, config.dtype):
-            logprobs = token_logprobs(model, batch, temperature=config.temperature)
-        for k, i in enumerate(part):
-            old[i] = logprobs[k, : len(rows[i][1])]
-    return old
-
-
-def _backward(
-    model: Any,
-    rows: Sequence[Row],
-    indices: Sequence[int],
-    old: list[torch.Tensor | None],
-    config: TrainConfig,
-    *,
-    pad_id: int,
-    device: str,
-) -> tuple[float, list[float]]:
-    """Accumulate the clipped loss's gradient over one mini-batch; return the loss and clip fractions."""
-    if config.loss_aggregation == "token":
-        normaliser = float(sum(len(rows[i][1]) for i in indices))
-    else:
-        normaliser = float(len(indices))
-    loss_total, clip_fractions = 0.0, []
-    for part in _chunks(indices, config.micro_batch_size):
-        batch = collate([rows[i][0] for i in part], [rows[i][1] for i in part], pad_id).to(device)
-        with autocast(device, config.dtype):
-            logprobs = token_logprobs(model, batch, temperature=config.temperature)
-        old_padded = torch.zeros_like(logprobs)
-        for k, i in enumerate(part):
-            cached = old[i]
-            if cached is None:  # first mini-batch, first epoch: the weights are the snapshot
-                cached = old[i] = logprobs[k, : len(rows[i][1])].detach()
-            old_padded[k, : len(cached)] = cached
-        adv = torch.tensor([rows[i][2] for i in part], device=logprobs.device)
-        loss, stats = clipped_pg_loss(
-            logprobs,
-            old_padded,
-            adv,
-            batch.completion_mask,
-            clip_low=config.clip_eps,
-            clip_high=config.clip_eps_high,
-            aggregation=config.loss_aggregation,  # type: ignore[arg-type]
-            normaliser=normaliser,
-        )
-        loss.backward()
-        loss_total += float(loss.detach())
-        clip_fractions.append(stats["clip_fraction"])
-    return loss_total, clip_fractions
-
-
-def update_policy(
-    model: Any,
-    optimizer: torch.optim.Optimizer,
-    groups: Sequence[Group],
-    config: TrainConfig,
-    *,
-    pad_id: int,
-    device: str,
-) -> dict[str, float]:
-    """
-    Clipped policy-gradient updates on the step's groups; returns loss and diagnostics.
-
-    The old log-probabilities are taken once, from the sampling snapshot, before the first
-    update; mini-batches of ``mini_batch_groups`` groups each take one optimizer step, for
-    ``ppo_epochs`` passes, so the clip binds from the second mini-batch on.
-    """
-    rewards = torch.tensor([g.total_reward for g in groups], dtype=torch.float32)
-    advantages = group_advantages(rewards, config.advantage_scale)  # type: ignore[arg-type]
-    rows = [
-        (g.prompt_ids, ids, float(advantages[i, j]))
-        for i, g in enumerate(groups)
-        for j, ids in enumerate(g.completion_ids)
-    ]
-    per_update = (config.mini_batch_groups or len(groups)) * config.num_generations
-    # Old log-probs come from the sampling snapshot. The first mini-batch is scored before
-    # any update, so its own forward pass provides them; only later rows need a pass now.
-    later = list(range(per_update if config.ppo_epochs == 1 else 0, len(rows)))
-    old = _snapshot_logprobs(model, rows, later, config, pad_id=pad_id, device=device)
-    losses, clip_fractions, norms = [], [], []
-    for _ in range(config.ppo_epochs):
-        for start in range(0, len(rows), per_update):
-            indices = list(range(start, min(start + per_update, len(rows))))
-            optimizer.zero_grad(set_to_none=True)
-            loss, fractions = _backward(model, rows, indices, old, config, pad_id=pad_id, device=device)
-            clip_fractions += fractions
-            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)))
-            optimizer.step()
-            losses.append(loss)
-    return {
-        "loss": float(np.mean(losses)),
-        "clip_fraction": float(np.mean(clip_fractions)),
-        "grad_norm": float(np.mean(norms)),
-        "updates": float(len(losses)),
-    }
-
-
 @torch.no_grad()
 def greedy_accuracy(
     model: Any, tokenizer: Any, problems: Sequence[Problem], config: TrainConfig, eos: list[int], device: str
@@ -193,7 +78,7 @@ def greedy_accuracy(
     was_training = model.training
     model.eval()
     correct = 0
-    for part in _chunks(problems, config.generation_batch_size):
+    for part in chunks(problems, config.generation_batch_size):
         prompts = [build_prompt(tokenizer, p.question, config.system_prompt) for p in part]
         encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         with autocast(device, config.dtype):
@@ -258,6 +143,7 @@ def step_record(
         "generated_tokens": report.generated_tokens,
         "rounds": report.sampling_rounds,
         "cost": step_metrics["sampling_cost_multiplier"],
+        "loss_scale": report.loss_scale,
         "exhausted": report.exhausted,
         "limited_by": list(report.limited_by),
         "rejections": {reason.value: counts[reason.metric_name] for reason in RejectionReason},
@@ -279,7 +165,7 @@ class _Run:
     model: Any
     tokenizer: Any
     eos: list[int]
-    stream: ProblemStream  # a SkippingStream (also an observer) with skip_prompts
+    stream: ProblemStream  # a SkippingStream (also an observer) with a history section
     held_out: list[Problem]
     optimizer: torch.optim.Optimizer
     log: JsonlLog
@@ -338,8 +224,10 @@ def _start(config: TrainConfig, output: Path) -> _Run:
     (output / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     stream = ProblemStream(problems, config.seed)
     observers = [start_prometheus(config.prometheus_port)] if config.prometheus_port else []
-    if config.skip_prompts:
-        stream = SkippingStream(problems, config.seed, PromptHistory(config.history_config()))
+    # A history section (the recommended preset has one) skips prompts it expects to be dead.
+    history = config.session_config().prompt_history(config.num_generations, seed=config.seed)
+    if history is not None:
+        stream = SkippingStream(problems, config.seed, history)
         observers.append(stream)
     return _Run(
         config=config,
@@ -358,7 +246,7 @@ def _start(config: TrainConfig, output: Path) -> _Run:
 
 
 def _session(config: TrainConfig) -> AdmissionSession:
-    return AdmissionSession(config.admission_config(), budget=config.budget_config(), host="grpo_gsm8k")
+    return config.session_config().session(host="grpo_gsm8k")
 
 
 def _skipped(run: _Run) -> int:
@@ -386,7 +274,13 @@ def _step(run: _Run, session: AdmissionSession, step: int, version: int) -> dict
     if sample.trained:
         pad = run.tokenizer.pad_token_id
         update = update_policy(
-            run.model, run.optimizer, sample.trained, config, pad_id=pad, device=run.device
+            run.model,
+            run.optimizer,
+            sample.trained,
+            config,
+            pad_id=pad,
+            device=run.device,
+            loss_scale=sample.report.loss_scale,
         )
     seconds = dict(stopwatch.seconds, training=time.perf_counter() - tick)
     seconds["step"] = time.perf_counter() - started
@@ -463,10 +357,32 @@ def _finish(run: _Run, result: RunResult) -> None:
         run.tokenizer.save_pretrained(output / "model")
 
 
+def _run(config: TrainConfig) -> tuple[RunResult, RunResult | None]:
+    """Train, and with ``baseline`` plain GRPO beside it in a second process; return both."""
+    if not config.baseline:
+        return train(config), None
+    torch.set_num_threads(1)  # two runs on two cores: one thread each
+    baseline = Baseline(config)
+    try:
+        result = train(config)
+        return result, baseline.result()
+    finally:
+        baseline.close()
+
+
 def main(argv: Sequence[str] | None = None) -> RunResult:
-    """Parse the config, train, and print the summary."""
-    config = parse_config(argv)
-    result = train(config)
+    """
+    Parse the config, train, and print the summary.
+
+    A setting that cannot be used stops the script before anything loads, with one line
+    on stderr that names it and exit status 2.
+    """
+    try:
+        config = parse_config(argv)
+    except ConfigError as exc:
+        print(f"grpo_gsm8k: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    result, plain = _run(config)
     print(format_summary(result.summary))
     if result.eval_accuracy:
         print(
@@ -474,7 +390,15 @@ def main(argv: Sequence[str] | None = None) -> RunResult:
             + " -> ".join(f"{v:.3f}" for v in result.eval_accuracy.values())
             + f" on {config.eval_problems} problems"
         )
-    print(f"log: {result.output_dir / 'steps.jsonl'}  plot: {result.output_dir / 'curves.png'}")
+    files = [f"log: {result.output_dir / 'steps.jsonl'}"]
+    if config.plot:
+        files.append(f"plot: {result.output_dir / 'curves.png'}")
+    if plain is not None:
+        print(finish_comparison(plain, result, config))
+        files.append(f"comparison: {result.output_dir / 'comparison.json'}")
+        if config.plot:
+            files.append(f"{result.output_dir / 'comparison.png'}")
+    print("  ".join(files))
     return result
 
 

@@ -26,12 +26,14 @@ from ._exceptions import (
     ConfigurationError,
     ConsecutiveFailedGroupsError,
     GroupAdmissionError,
+    HalfConfiguredWarning,
     StepLifecycleError,
 )
 from ._history import PromptEstimate, PromptHistory, PromptPicks, SkipReport
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import informative_probability
 from ._limits import DropLimits
+from ._loading import parse_yaml
 from ._loss_scale import loss_scale
 from ._metrics import AdmissionStats, group_admission_metrics
 from ._planning import binomial_groups_needed
@@ -42,12 +44,15 @@ from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict,
 from ._session_config import SessionConfig
 from ._similarity import ngram_jaccard
 from ._state_checks import parse_state
+from ._stream import AdmissionStream
+from ._stream_types import StreamLedger, StreamSettings, StreamVerdict
 from ._streaming import StreamPlan, plan_stream
 from ._tokens import TokenTally
 
 __all__ = [
     "AdmissionSession",
     "AdmissionStats",
+    "AdmissionStream",
     "AdmissionVerdict",
     "BatchAdmissionResult",
     "BatchAdmissionVerdict",
@@ -60,6 +65,7 @@ __all__ = [
     "GroupAdmissionDecision",
     "GroupAdmissionError",
     "GroupAdmissionPolicy",
+    "HalfConfiguredWarning",
     "PromptEstimate",
     "PromptHistory",
     "PromptHistoryConfig",
@@ -74,7 +80,10 @@ __all__ = [
     "SkipReport",
     "StepLifecycleError",
     "StepReport",
+    "StreamLedger",
     "StreamPlan",
+    "StreamSettings",
+    "StreamVerdict",
     "TokenTally",
     "__version__",
     "binomial_groups_needed",
@@ -83,6 +92,7 @@ __all__ = [
     "loss_scale",
     "ngram_jaccard",
     "parse_state",
+    "parse_yaml",
     "plan_prompts",
     "plan_stream",
     "prompts_needed",

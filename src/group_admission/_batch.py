@@ -55,8 +55,9 @@ class BatchAdmissionResult:
     :attr:`RejectionReason.code`). Statistics are NaN where they do not apply, exactly as
     in :class:`GroupAdmissionDecision`. ``check_flags`` is a bit mask of failed gate checks
     (see :attr:`CHECK_BITS`); ``external_reasons`` maps the index of each group that has
-    external reasons to them (other groups are absent). Use :meth:`decision` or
-    :meth:`decisions` for ordinary decision objects.
+    external reasons to them (other groups are absent). Every per-group value is an array
+    attribute (``admitted``, ``primary_reasons`` and the statistics); :meth:`decision` and
+    :meth:`decisions` build ordinary decision objects.
 
     .. versionadded:: 0.1.0
     """
@@ -91,22 +92,22 @@ class BatchAdmissionResult:
         mask: npt.NDArray[np.bool_] = self.reason_codes == ADMITTED_CODE
         return mask
 
-    def primary_reasons(self) -> list[str | None]:
-        """The primary reason of every group as a string (``None`` when admitted)."""
-        return [
-            None if reason is None else reason.value
-            for reason in map(self.REASONS.__getitem__, self.reason_codes.tolist())
-        ]
+    @property
+    def primary_reasons(self) -> npt.NDArray[np.object_]:
+        """The primary reason of every group as a string (``None`` when admitted), an array over groups."""
+        names = [None if reason is None else reason.value for reason in self.REASONS]
+        return np.array(names, dtype=object)[self.reason_codes]
 
     def reasons(self) -> list[str | None]:
         """
-        Deprecated alias of :meth:`primary_reasons` (a decision's ``reasons`` were its failed checks).
+        Deprecated: :attr:`primary_reasons` as a list (a decision's ``reasons`` were its failed checks).
 
         .. deprecated:: 0.2.0
-            Use :meth:`primary_reasons`; removed in 0.3.0.
+            Use :attr:`primary_reasons`; removed in 0.3.0.
         """
-        deprecated("BatchAdmissionResult.reasons()", "use primary_reasons() (failed checks are check_flags)")
-        return self.primary_reasons()
+        deprecated("BatchAdmissionResult.reasons()", "use primary_reasons (failed checks are check_flags)")
+        reasons: list[str | None] = self.primary_reasons.tolist()
+        return reasons
 
     def decision(self, index: int) -> GroupAdmissionDecision:
         """

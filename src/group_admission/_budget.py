@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
+from ._exceptions import recommended_instead, warn_half_configured
 from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
 from ._plans import BudgetLimit, PlanBase, size_plan
@@ -117,6 +118,28 @@ class SamplingBudgetConfig(MappingConfig):
             )
             raise ValueError(msg)
         return cls.from_mapping({**fields, "max_extra_groups": per_target * target})
+
+    def __attrs_post_init__(self) -> None:
+        warn_half_configured(self._half_configured())
+
+    def _half_configured(self) -> list[str]:
+        """
+        What this config sets that its other fields leave without effect, one sentence each.
+
+        Resample rounds need extra groups to fill them. Extra groups without rounds are not
+        a mistake: a streaming plan (:func:`plan_stream`) launches them in the first round.
+        """
+        rounds = self.max_resample_rounds
+        if not rounds:
+            return []
+        if not self.max_extra_groups:
+            problem = f"'max_resample_rounds' is {rounds} but 'max_extra_groups' is 0"
+        elif self.max_extra_groups_per_round == 0:
+            problem = f"'max_resample_rounds' is {rounds} but 'max_extra_groups_per_round' is 0"
+        else:
+            return []
+        advice = recommended_instead(budget={"max_resample_rounds": rounds})
+        return [f"{problem}, so no group is ever resampled: set it, or {advice}"]
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

@@ -21,6 +21,7 @@ from typing import Any
 from . import simulation
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
+    PROG,
     Parser,
     Section,
     add_settings_command,
@@ -47,7 +48,6 @@ from .simulation._simulate import PreparedSimulation, prepare_simulation, run_si
 
 __all__ = ["main"]
 
-PROG = "group-admission"
 #: What the controller strategies allow without a budget section.
 DEFAULT_BUDGET = default_budget_text("a controller", simulation.ControllerResampling().effective_budget)
 #: The top-level keys a config file may hold.
@@ -137,7 +137,7 @@ def _prepare(args: argparse.Namespace) -> tuple[PreparedSimulation, SamplingBudg
             require_extra("matplotlib", "plot", "--plot")
         except ImportError as exc:
             raise ConfigurationError(str(exc)) from exc
-    with user_input():
+    with user_input(f"{PROG} {args.command}"):
         data, _ = read_config(args.config, SECTIONS)
         apply_flags(data, args)
         strategies = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
@@ -200,7 +200,7 @@ def _simulation_lines(data: dict[str, Any], present: set[str]) -> list[str]:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    with user_input():
+    with user_input(f"{PROG} {args.command}"):
         data, present = read_config(args.config, SECTIONS)
         if not {"policy", "budget"} & present:
             msg = f"'{args.config}' must hold a 'policy' and/or a 'budget' mapping"

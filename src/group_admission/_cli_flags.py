@@ -15,7 +15,9 @@ import inspect
 import json
 import os
 import re
+import sys
 import typing
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import NoneType, UnionType
 from typing import Any, NoReturn, TextIO
@@ -24,11 +26,12 @@ import attrs
 
 from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, HalfConfiguredWarning
 from ._loading import load_yaml_mapping, yaml_section
 from ._validation import describe
 
 __all__ = [
+    "PROG",
     "Parser",
     "Section",
     "add_section_flags",
@@ -46,6 +49,10 @@ __all__ = [
     "user_input",
     "write_json",
 ]
+
+
+#: The command's name, the first word of every line it prints on stderr.
+PROG = "group-admission"
 
 
 @attrs.frozen
@@ -193,24 +200,35 @@ def _pairs(values: Mapping[str, Any]) -> str:
     return " ".join(f"{key}={_flag_text(value)}" for key, value in values.items())
 
 
+#: Fields a settings line shows even at their default: the ones whose 0 turns a feature off.
+_ALWAYS_SHOWN = {SamplingBudgetConfig: ("max_extra_groups", "max_resample_rounds")}
+
+
 def _changed(config: Any) -> dict[str, Any]:
-    """The fields of a config object whose value is not its class's default."""
+    """The fields of a config object whose value is not its class's default (and any always shown)."""
     required = {
         f.name: getattr(config, f.name) for f in attrs.fields(type(config)) if f.default is attrs.NOTHING
     }
     default = type(config)(**required).to_dict()
-    return {key: value for key, value in config.to_dict().items() if value != default.get(key)}
+    shown = _ALWAYS_SHOWN.get(type(config), ())
+    return {
+        key: value for key, value in config.to_dict().items() if key in shown or value != default.get(key)
+    }
 
 
 def policy_title(default: GroupAdmissionConfig) -> str:
     """
     The policy section's title, naming the simulators' ``default`` policy.
 
-    Its flags' defaults are the class's, but with no policy setting at all the simulators
-    judge with ``default`` (the zero-std filter).
+    Its flags' defaults are the class's: a policy setting is built as the library builds
+    it. With no policy setting at all the simulators judge with ``default``, the
+    ``zero_std`` preset's policy.
     """
     settings = _pairs(_changed(default))
-    return f"policy (the 'policy' section; without any policy setting, the zero-std filter {settings})"
+    return (
+        "policy (the 'policy' section, built as GroupAdmissionConfig builds it; without any "
+        f"policy setting, the 'zero_std' preset's policy, the zero-std filter {settings})"
+    )
 
 
 def default_budget_text(who: str, effective_budget: Callable[[int], SamplingBudgetConfig]) -> str:
@@ -261,14 +279,26 @@ def one_line(text: str) -> str:
 
 
 @contextlib.contextmanager
-def user_input() -> Iterator[None]:
-    """Report an argument error raised while the settings are built as the user's mistake."""
-    try:
-        yield
-    except ConfigurationError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(str(exc)) from exc
+def user_input(command: str) -> Iterator[None]:
+    """
+    Report an argument error raised while the settings are built as the user's mistake.
+
+    A half-configured section (:class:`HalfConfiguredWarning`) is printed as one line on
+    stderr, ``{command}: warning: ...``, and the command goes on.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", HalfConfiguredWarning)
+        try:
+            yield
+        except ConfigurationError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(str(exc)) from exc
+    for warning in caught:
+        if issubclass(warning.category, HalfConfiguredWarning):
+            print(f"{command}: warning: {one_line(str(warning.message))}", file=sys.stderr)
+        else:  # not ours to reword: passed on as it came
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def cannot_access(path: str, exc: OSError) -> ConfigurationError:

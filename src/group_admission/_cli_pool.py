@@ -18,6 +18,7 @@ import attrs
 
 from ._budget import SamplingBudgetConfig
 from ._cli_flags import (
+    PROG,
     Section,
     add_settings_command,
     apply_flags,
@@ -128,7 +129,7 @@ def _spec(item: object, history: Mapping[str, Any], budget: SamplingBudgetConfig
 
 def _prepare(args: argparse.Namespace) -> PoolSettings:
     """Every setting of ``simulate-pool``, checked; a mistake raises ``ConfigurationError``."""
-    with user_input():
+    with user_input(f"{PROG} {args.command}"):
         data, _ = read_config(args.config, POOL_SECTIONS)
         apply_flags(data, args)
         items = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from . import _checks
+from ._exceptions import recommended_instead, warn_half_configured
 from ._loading import MappingConfig
 from ._validation import (
     check_ge,
@@ -90,6 +91,22 @@ class GroupAdmissionConfig(MappingConfig):
     gate_on: tuple[str, ...] | None = attrs.field(
         default=None, converter=_as_gate_on, validator=_check_gate_on
     )
+
+    def __attrs_post_init__(self) -> None:
+        warn_half_configured(self._half_configured())
+
+    def _half_configured(self) -> list[str]:
+        """What this config sets that its other fields leave without effect, one sentence each."""
+        problems = []
+        if self.gate_on is not None and not self.reward_gate_enabled:
+            gate_on = list(self.gate_on)
+            problems.append(
+                f"'gate_on' is {gate_on} but every reward gate is off (min_reward_std, min_reward_range "
+                "and min_nontrivial_advantages are 0), so every group is admitted, an all-wrong group "
+                "with shaping spread too: set a reward gate (min_reward_std=1e-6 is the zero-std "
+                f"filter), or {recommended_instead(policy={'gate_on': gate_on})}"
+            )
+        return problems
 
     @property
     def reward_gate_enabled(self) -> bool:

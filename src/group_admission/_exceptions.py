@@ -15,9 +15,17 @@ catching them::
     ├── BudgetExhaustedError (RuntimeError)    the caller asked to stop when the budget runs out
     └── ConsecutiveFailedGroupsError (RuntimeError)
                                                too many external rejections in a row
+
+One warning is the library's own: :class:`HalfConfiguredWarning` (a ``UserWarning``), for a
+config whose fields set part of a feature and leave the rest of it off.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
 
 __all__ = [
     "BudgetExhaustedError",
@@ -25,7 +33,10 @@ __all__ = [
     "ConfigurationError",
     "ConsecutiveFailedGroupsError",
     "GroupAdmissionError",
+    "HalfConfiguredWarning",
     "StepLifecycleError",
+    "recommended_instead",
+    "warn_half_configured",
 ]
 
 
@@ -84,3 +95,56 @@ class ConsecutiveFailedGroupsError(GroupAdmissionError, RuntimeError):
 
     .. versionadded:: 0.1.0
     """
+
+
+class HalfConfiguredWarning(UserWarning):
+    """
+    A config sets part of a feature while its other fields leave the feature off.
+
+    ``gate_on`` with every reward gate at 0 (every group is admitted, an all-wrong group with
+    shaping spread too), or a budget with resample rounds but no extra groups (or extra
+    groups but no rounds: nothing is ever resampled). The message names what is off and
+    points to the recommended configuration, ``SessionConfig.preset("recommended", ...)``.
+    Each message is given once per process.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+def recommended_instead(**sections: object) -> str:
+    """The advice every half-configured warning ends with: the recommended preset, with ``sections``."""
+    overrides = "".join(f", {name}={value!r}" for name, value in sections.items())
+    return f"start from the recommended configuration, SessionConfig.preset('recommended'{overrides})"
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+#: The library's own files: a warning names the first line outside them (the caller's).
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` (from the frame that calls this) of the first frame outside the library."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith((_PACKAGE, "<attrs generated")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_half_configured(problems: list[str]) -> None:
+    """
+    Warn, once per process for each problem, that a config is half-configured.
+
+    The warning names the caller's line (the first outside the library). A problem is
+    recorded only once its warning was given, so a filter that turns the warning into an
+    error raises it every time.
+    """
+    for problem in problems:
+        with _warned_lock:
+            if problem in _warned:
+                continue
+        warnings.warn(problem, HalfConfiguredWarning, stacklevel=_caller_stacklevel())
+        with _warned_lock:
+            _warned.add(problem)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Callable, Mapping
 from types import EllipsisType
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ __all__ = [
     "from_mapping",
     "install_line",
     "load_yaml_mapping",
+    "parse_yaml",
     "require_extra",
     "yaml_section",
 ]
@@ -28,7 +31,7 @@ C = TypeVar("C", bound="MappingConfig")
 
 
 #: The extras that install torch: their install line carries the advice to pin it.
-_TORCH_EXTRAS = frozenset({"torch", "trl", "verl", "cookbook"})
+_TORCH_EXTRAS = frozenset({"torch", "trl", "trl-async", "verl", "cookbook"})
 
 
 def install_line(extra: str) -> str:
@@ -120,13 +123,60 @@ def coerce_instance(value: object, cls: type[T], config: type, *, name: str) -> 
     raise TypeError(msg)
 
 
+#: The floats of YAML 1.2 that PyYAML, a YAML 1.1 reader, takes for text: an exponent with
+#: no dot (``1e-6``) or no sign (``1.0e6``). A config that says ``1e-6`` means the number.
+_YAML12_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
+
+
+@functools.cache
+def _yaml_loader(yaml: Any) -> Any:
+    """PyYAML's safe loader, also reading YAML 1.2's exponent forms as floats (one class per module)."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        """``yaml.SafeLoader`` with YAML 1.2's floats."""
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+.0123456789"))
+    return Loader
+
+
+def parse_yaml(text: str, *, source: str = "YAML text") -> Any:
+    """
+    Read YAML text as every config of this library is read: safe types, YAML 1.2's numbers.
+
+    PyYAML follows YAML 1.1, which reads ``1e-6`` (no dot) as the string ``'1e-6'``; here it
+    is the float ``1e-06``, as YAML 1.2 reads it. Everything else is what
+    ``yaml.safe_load`` gives. Needs PyYAML (``pip install 'group-admission[yaml]'``).
+
+    Args:
+        text: The YAML document.
+        source: What the text is, for the error message (a file name, a setting).
+
+    Raises:
+        TypeError: ``text`` is not a string.
+        ConfigurationError: the text is not valid YAML, naming ``source``.
+        ImportError: PyYAML is not installed, with the pip line.
+
+    .. versionadded:: 0.2.0
+    """
+    if not isinstance(text, str):
+        msg = f"'text' must be a string of YAML (got {describe(text)})"
+        raise TypeError(msg)
+    yaml = require_extra("yaml", "yaml", "Loading a config from YAML")
+    try:
+        return yaml.load(text, Loader=_yaml_loader(yaml))  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        msg = f"'{source}' is not valid YAML: {exc}"
+        raise ConfigurationError(msg) from None
+
+
 def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -> Mapping[str, Any]:
     """
     Read a YAML file holding a mapping, optionally the sub-mapping under ``key``.
 
-    An empty file, an absent ``key`` section and a ``key`` set to null read as an empty
-    mapping, so every default applies. Any other value under ``key`` must be a mapping: a
-    section set to ``0``, ``false`` or ``[]`` is a mistake, not a request for the defaults.
+    The file is read by :func:`parse_yaml` (``1e-6`` is a number). An empty file, an absent
+    ``key`` section and a ``key`` set to null read as an empty mapping, so every default
+    applies. Any other value under ``key`` must be a mapping: a section set to ``0``,
+    ``false`` or ``[]`` is a mistake, not a request for the defaults.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -141,17 +191,13 @@ def load_yaml_mapping(path: str | os.PathLike[str], *, key: str | None = None) -
     if key is not None and not isinstance(key, str):
         msg = f"'key' must be a string or None (got {describe(key)})"
         raise TypeError(msg)
-    yaml = require_extra("yaml", "yaml", "Loading a config from YAML")
+    require_extra("yaml", "yaml", "Loading a config from YAML")  # before the file: the pip line first
     with open(path, encoding="utf-8") as handle:
-        try:
-            data = yaml.safe_load(handle)
-        except yaml.YAMLError as exc:
-            msg = f"'{os.fspath(path)}' is not valid YAML: {exc}"
-            raise ConfigurationError(msg) from None
+        data = parse_yaml(handle.read(), source=os.fsdecode(path))
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        msg = f"'{os.fspath(path)}' must hold a YAML mapping (got {describe(data)})"
+        msg = f"'{os.fsdecode(path)}' must hold a YAML mapping (got {describe(data)})"
         raise ConfigurationError(msg)
     return data if key is None else yaml_section(data, key, path)
 
@@ -168,7 +214,7 @@ def yaml_section(data: Mapping[str, Any], key: str, path: str | os.PathLike[str]
     if section is None:
         return {}
     if not isinstance(section, Mapping):
-        msg = f"'{key}' in '{os.fspath(path)}' must be a mapping (got {describe(section)})"
+        msg = f"'{key}' in '{os.fsdecode(path)}' must be a mapping (got {describe(section)})"
         raise ConfigurationError(msg)
     return section
 

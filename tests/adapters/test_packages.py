@@ -17,9 +17,9 @@ import group_admission.adapters
 
 ADAPTERS = Path(group_admission.adapters.__file__).parent
 DOCS = ADAPTERS.parents[2] / "docs" / "adapters"
-HOSTS = ["slime", "roll", "ragen", "challenger", "trl", "verl", "twinkle", "openrlhf"]
+HOSTS = ["slime", "roll", "ragen", "challenger", "trl", "verl", "twinkle", "openrlhf", "trl_async", "areal"]
 # The hosts that must be installed for their adapter package to import at all.
-NEEDS = {"trl": ("trl",), "verl": ("verl", "transfer_queue")}
+NEEDS = {"trl": ("trl",), "trl_async": ("trl", "aiohttp"), "verl": ("verl", "transfer_queue")}
 COMMIT = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{7,40}")
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,15 +13,37 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 COOKBOOK = REPO / "cookbook"
 DEMO_CONFIG = COOKBOOK / "grpo_gsm8k" / "offline" / "config.yaml"
+PIN = COOKBOOK / "grpo_gsm8k" / "offline" / "pin.sh"
 sys.path.insert(0, str(COOKBOOK))  # the recipe is the package grpo_gsm8k under cookbook/
+
+
+def pinned_environment() -> dict[str, str]:
+    """This process's environment with the demo's pinned CPU code paths (the line run_demo.sh sources)."""
+    (line,) = [text for text in PIN.read_text().splitlines() if text.startswith("export ")]
+    pinned = dict(re.findall(r"(\w+)=(\S+)", line))
+    return {**os.environ, **pinned, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MPLBACKEND": "Agg"}
 
 
 @pytest.fixture(scope="session")
 def demo_assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The embedded default's problems and warm-started tiny policy, built offline (~15 s)."""
-    from grpo_gsm8k.offline.prepare_demo import prepare_demo
-
-    return prepare_demo(tmp_path_factory.mktemp("demo"))
+    """
+    The embedded default's problems and warm-started tiny policy, built offline as run_demo.sh
+    builds them: in a process of their own, on the pinned code paths (~50 s of CPU).
+    """
+    cache = tmp_path_factory.mktemp("demo")
+    subprocess.run(
+        [
+            sys.executable,
+            str(COOKBOOK / "grpo_gsm8k" / "offline" / "prepare_demo.py"),
+            "--cache-dir",
+            str(cache),
+        ],
+        env=pinned_environment(),
+        check=True,
+        capture_output=True,
+        timeout=280,
+    )
+    return cache / "gsm8k-easy", cache / "tiny-qwen2"
 
 
 @pytest.fixture
@@ -38,4 +63,6 @@ def demo_args(demo_assets: tuple[Path, Path], tmp_path: Path) -> list[str]:
         "--no-plot",
         "--eval-problems",
         "0",
+        "--baseline",
+        "null",
     ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_gsm8k.ablation import ARMS, main, write_held_out
+from grpo_gsm8k.ablation import ARMS, arm_config, main, write_held_out
 from grpo_gsm8k.ablation_report import summarise_arms, t_quantile
 from grpo_gsm8k.config import parse_config
 from grpo_gsm8k.data import Problem, load_problems
@@ -18,7 +18,13 @@ from grpo_gsm8k.rollout import Group
 from grpo_gsm8k.skipping import SkippingStream
 from grpo_gsm8k.train import trained_kinds
 
-from group_admission import GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
+from group_admission import (
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SessionConfig,
+)
 
 from .conftest import DEMO_CONFIG
 
@@ -43,7 +49,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory, demo_assets: tuple[Path, Pat
             *("--seeds", "1", "--samples", str(SAMPLES), "--eval-every", "16", "--held-out", "8"),
             *("--workers", "1", "--pool", "16", "--out", str(out)),
             *("--batch-size", str(TARGET), "--num-generations", str(G), "--micro-batch-size", "16"),
-            *("--budget.max_extra_groups", "4", "--budget.max_total_samples", "32"),
+            *("--admission.budget.max_extra_groups", "4", "--admission.budget.max_total_samples", "32"),
         ]
     )
     return {"report": report, "out": out}
@@ -134,15 +140,33 @@ def test_bad_flags_stop_with_the_reason(flags: list[str], message: str) -> None:
 
 
 def test_the_history_section_is_checked_by_name() -> None:
-    assert 0.3 == parse_config(["--history.skip_below", "0.3"]).history_config().skip_below
-    assert 8 == parse_config(["--num-generations", "8"]).history_config().group_size
+    history = parse_config(["--admission.history.skip_below", "0.3", "--num-generations", "8"])
+    built = history.session_config().prompt_history(8)
+
+    assert built is not None
+    assert (0.3, 8) == (built.config.skip_below, built.config.group_size)
     with pytest.raises(ValueError, match="skip_below"):
-        parse_config(["--history.skip_below", "2"])
+        parse_config(["--admission.history.skip_below", "2"])
+
+
+def test_every_arm_is_a_session_config_and_only_the_last_skips() -> None:
+    base = parse_config(["--config", str(DEMO_CONFIG)])
+    built = {arm.name: arm_config(base, arm, 0, Path()).session_config() for arm in ARMS}
+
+    assert [name for name, config in built.items() if config.history is not None] == ["gate_resample_skip"]
+    assert built["grpo"].policy == GroupAdmissionConfig()  # every gate off
+    assert built["zero_std"] == SessionConfig.preset("zero_std")
+    assert all(built[name].policy.gate_on == ("accuracy",) for name in ("gate", "gate_resample"))
+    assert 0 == built["gate"].budget.max_resample_rounds < built["gate_resample"].budget.max_resample_rounds
+    assert built["gate_resample"].budget == built["gate_resample_skip"].budget
+    assert 2 * base.batch_size == built["gate_resample"].budget.max_extra_groups
 
 
 def test_the_held_out_problems_are_distinct_and_unseen(
-    demo_assets: tuple[Path, Path], tmp_path: Path
+    demo_assets: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import grpo_gsm8k.offline.problems as problems
+
     data, _ = demo_assets
     training = [p.question for p in load_problems(str(data), "main", "train")]
 
@@ -151,8 +175,10 @@ def test_the_held_out_problems_are_distinct_and_unseen(
 
     assert 500 == len({p.question for p in held_out})
     assert not {p.question for p in held_out} & set(training)
-    with pytest.raises(ValueError, match="'count' must be <="):
-        write_held_out(tmp_path / "too-many.jsonl", training, 4000)
+    seen_only = [{"question": question, "answer": "#### 1"} for question in training[:50]]
+    monkeypatch.setattr(problems, "generate_problems", lambda *_args, **_kwargs: seen_only)
+    with pytest.raises(ValueError, match=r"'count' must be <= 0 unseen problems"):
+        write_held_out(tmp_path / "too-many.jsonl", training, 10)
 
 
 def group(accuracy: list[float], brevity: list[float]) -> Group:

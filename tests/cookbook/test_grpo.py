@@ -233,3 +233,43 @@ def test_checksum_tracks_any_parameter_change(tiny_lm: tuple[object, object]) ->
     assert before != parameter_checksum(model)
     with torch.no_grad():
         parameter[0, 0] -= 1e-3
+
+
+def _groups() -> list[object]:
+    from grpo_gsm8k.data import Problem
+    from grpo_gsm8k.rollout import Group
+
+    rewards = {"accuracy": [1.0, 0.0, 1.0, 0.0], "brevity": [0.1, 0.0, 0.0, 0.1]}
+    problem = Problem(question="q", answer="#### 7", gold=7.0)
+    completions = [[5, 6, 7], [8, 9], [5, 7], [6]]
+    return [Group(problem, [1, 2, 3], completions, ["a", "b", "c", "d"], [False] * 4, rewards)]
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_the_update_multiplies_the_loss_by_the_sessions_loss_scale(
+    tiny_lm: tuple[object, object], scale: float
+) -> None:
+    """``StepReport.loss_scale`` scales the gradient of the loss averaged over the trained groups."""
+    import copy
+
+    from grpo_gsm8k.config import parse_config
+    from grpo_gsm8k.update import update_policy
+
+    model, tokenizer = tiny_lm
+    config = parse_config(["--num-generations", "4", "--max-grad-norm", "1e9"])
+    norms = {}
+    for factor in (1.0, scale):
+        policy = copy.deepcopy(model)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)  # type: ignore[attr-defined]
+        norms[factor] = update_policy(
+            policy,
+            optimizer,
+            _groups(),
+            config,
+            pad_id=tokenizer.pad_token_id,
+            device="cpu",
+            loss_scale=factor,  # type: ignore[attr-defined]
+        )
+
+    assert norms[scale]["loss"] == pytest.approx(norms[1.0]["loss"])  # the loss is reported unscaled
+    assert norms[scale]["grad_norm"] == pytest.approx(scale * norms[1.0]["grad_norm"], rel=1e-5)

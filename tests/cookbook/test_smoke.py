@@ -5,13 +5,21 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-from grpo_gsm8k.config import parse_config
+from grpo_gsm8k.config import PLAIN_GRPO, parse_config
 from grpo_gsm8k.report import read_jsonl
 from grpo_gsm8k.train import main, train
+
+from group_admission import loss_scale
+
+from .conftest import DEMO_CONFIG, REPO, pinned_environment
+
+TRAIN = REPO / "cookbook" / "grpo_gsm8k" / "train.py"
 
 SMALL = [
     "--steps",
@@ -20,20 +28,20 @@ SMALL = [
     "4",
     "--num-generations",
     "6",
-    "--budget.max_extra_groups",
+    "--admission.budget.max_extra_groups",
     "4",
-    "--budget.max_extra_groups_per_round",
+    "--admission.budget.max_extra_groups_per_round",
     "3",
-    "--budget.max_total_samples",
+    "--admission.budget.max_total_samples",
     "42",
-    "--budget.max_total_tokens",
+    "--admission.budget.max_total_tokens",
     "600",
 ]
 
 
 def check_invariants(steps: list[dict[str, object]], argv: list[str]) -> None:
     config = parse_config(argv)
-    budget = config.budget_config()
+    budget = config.session_config().budget
     target, group_size = config.batch_size, config.num_generations
     version = 0
     for step in steps:
@@ -55,6 +63,11 @@ def check_invariants(steps: list[dict[str, object]], argv: list[str]) -> None:
         assert step["generated_samples"] == group_size * step["generated_groups"]  # type: ignore[operator]
         assert step["generated_samples"] <= budget.max_total_samples  # type: ignore[operator]
         assert step["generated_tokens"] <= budget.max_total_tokens  # type: ignore[operator]
+        # the loss was scaled as the session's mode says, from the step's own counts
+        mode = config.session_config().loss_scale
+        trained, generated = step["trained"], step["generated_groups"]
+        wanted = loss_scale(mode, trained_groups=trained, target_groups=target, generated_groups=generated)  # type: ignore[arg-type]
+        assert step["loss_scale"] == pytest.approx(wanted)
         # one policy snapshot per step, and the version counts every optimizer step before it
         assert 1 == len(set(step["snapshot_checksums"]))  # type: ignore[arg-type]
         assert version == step["policy_version"]
@@ -119,17 +132,71 @@ def test_retry_mode_with_the_plot_and_the_prometheus_endpoint(demo_args: list[st
     assert judged == exported
 
 
-@pytest.mark.slow
-def test_reward_rises_on_the_embedded_default(demo_args: list[str]) -> None:
-    """The sign of the advantage and the loss masking are right: the default learns."""
-    result = train(parse_config([*demo_args, "--eval-problems", "64"]))  # the default's 40 steps
-    rewards = [s["reward"] for s in result.steps]
-    early, late = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
+def test_plain_grpo_trains_beside_on_the_same_seed_and_every_group(
+    demo_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*demo_args, *SMALL, "--steps", "4", "--max-samples", "96", "--baseline", "plain"]
+    result = main(argv)
+    out = capsys.readouterr().out
+    plain_dir = result.output_dir / "plain"
+    plain = read_jsonl(plain_dir / "steps.jsonl")
+    compared = json.loads((result.output_dir / "comparison.json").read_text())
 
-    assert 40 == len(rewards)
-    assert late > early + 0.04, (early, late)
-    assert result.eval_accuracy["after"] > result.eval_accuracy["before"]
-    assert result.summary["phantom_rejected"] > 0  # all-wrong groups with brevity spread were rejected
+    check_invariants(result.steps, argv)
+    assert all(1 == s["rounds"] and s["trained"] == s["target"] == s["generated_groups"] for s in plain)
+    assert all(0 == sum(s["rejections"].values()) for s in plain)  # every group, phantom or dead
+    assert all(1.0 == s["loss_scale"] for s in plain)
+    # Same seed, same problems: the first round of the first step is the same prompts.
+    assert plain[0]["round_detail"][0]["groups"] == result.steps[0]["round_detail"][0]["groups"]
+    written = json.loads((plain_dir / "config.json").read_text())
+    assert (written["seed"], written["admission"]) == (parse_config(argv).seed, dict(PLAIN_GRPO))
+    assert compared["plain"]["samples"] == plain[-1]["samples_total"] >= 96
+    assert compared["admission"]["samples"] == result.steps[-1]["samples_total"] >= 96
+    assert "plain GRPO beside admission (recommended), same seed and problems:" in out
+    assert "png" not in out  # --no-plot: no plot is named
+
+
+def _documented_summary() -> list[str]:
+    """The closing lines docs/cookbook.md shows for the main job, without the time line."""
+    page = (REPO / "docs" / "cookbook.md").read_text(encoding="utf-8")
+    start = page.index("```text\nreward (first -> last quarter)") + len("```text\n")
+    block = page[start : page.index("```", start)]
+    return [line.rstrip() for line in block.splitlines() if not line.startswith("time:")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_main_job_prints_the_figures_the_docs_show(
+    demo_assets: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """
+    Issue 28: the documented figures reproduce where they are produced: the main job as
+    run_demo.sh runs it (pinned code paths, both runs), on assets built the same way.
+    """
+    data, model = demo_assets
+    argv = ["--config", str(DEMO_CONFIG), "--model", str(model), "--dataset", str(data)]
+    done = subprocess.run(
+        [sys.executable, str(TRAIN), *argv, "--output-dir", str(tmp_path / "run"), "--no-plot"],
+        env=pinned_environment(),
+        capture_output=True,
+        text=True,
+        timeout=590,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-3000:]
+    printed = [line.rstrip() for line in done.stdout.splitlines() if not line.startswith("time:")]
+    shown = _documented_summary()
+
+    start = printed.index(shown[0])
+    assert shown == printed[start : start + len(shown)]
+    compared = json.loads((tmp_path / "run" / "comparison.json").read_text())
+    plain, admission = compared["plain"]["held_out"], compared["admission"]["held_out"]
+    assert plain[0] == admission[0]  # one policy, one held-out set
+    assert plain[1] < plain[0] < admission[1]  # the phantom collapse, and what admission buys
+    assert compared["plain"]["trained_phantom"] > 0 == compared["admission"]["trained_phantom"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for side in (plain, admission):
+        assert f"{side[0]:.2f} to {side[1]:.2f}" in readme
 
 
 def test_cli_entry_point_runs_as_a_script_and_prints_plain_lines_into_a_pipe(

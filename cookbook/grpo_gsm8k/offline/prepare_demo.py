@@ -28,14 +28,14 @@ DATA_RECIPE = {
     "train_size": 2000,
     "test_size": 200,
     "seed": 0,
-    "max_value": 5,
-    "kinds": ["add", "sub"],
+    "max_value": 9,
+    "kinds": ["two_step"],  # writing the working out helps the tiny policy: brevity conflicts
     "terse": 0.5,
 }
 
 
 def prepare_demo(
-    cache_dir: str | Path = DEFAULT_CACHE, *, warm_start_steps: int = 60, force: bool = False
+    cache_dir: str | Path = DEFAULT_CACHE, *, warm_start_steps: int = 400, force: bool = False
 ) -> tuple[Path, Path]:
     """
     Write the problems and build the tiny policy; return ``(data_dir, model_dir)``.
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--cache-dir", default=str(DEFAULT_CACHE))
-    parser.add_argument("--warm-start-steps", type=int, default=60)
+    parser.add_argument("--warm-start-steps", type=int, default=400)
     parser.add_argument("--force", action="store_true", help="rebuild even when a matching build exists")
     args = parser.parse_args(argv)
     if not on_a_terminal():

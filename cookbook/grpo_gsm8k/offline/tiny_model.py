@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package im
 
 import argparse
 import json
+import os
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -62,8 +63,8 @@ def train_tokenizer(corpus: Iterable[str], *, vocab_size: int = 512) -> Any:
     return tokenizer
 
 
-def build_model(tokenizer: Any, *, hidden_size: int = 128, layers: int = 4, seed: int = 0) -> Any:
-    """A randomly initialised Qwen2 sized for a CPU (about 1 M parameters at the defaults)."""
+def build_model(tokenizer: Any, *, hidden_size: int = 128, layers: int = 2, seed: int = 0) -> Any:
+    """A randomly initialised Qwen2 sized for a CPU (about 0.5 M parameters at the defaults)."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
@@ -133,14 +134,30 @@ def warm_start(
     return losses
 
 
+def _as_training_loads_it(model: Any, tokenizer: Any, folder: Path) -> Any:
+    """
+    The tokenizer as ``from_pretrained`` gives it back beside this model, to warm-start with.
+
+    For a Qwen2 folder ``AutoTokenizer`` returns a ``Qwen2Tokenizer``, whose pre-tokenizer
+    splits digits and words unlike the trained tokenizer's: a warm start on the trained
+    tokenizer's ids would teach the policy token sequences that training never shows it.
+    """
+    from transformers import AutoTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
 def build_tiny_policy(
     data: str,
     out: str | Path,
     *,
-    warm_start_steps: int = 60,
-    warm_start_problems: int = 256,
+    warm_start_steps: int = 400,
+    warm_start_problems: int = 2000,
     hidden_size: int = 128,
-    layers: int = 4,
+    layers: int = 2,
     vocab_size: int = 512,
     seed: int = 0,
     system_prompt: str | None = None,
@@ -165,7 +182,12 @@ def build_tiny_policy(
         "vocab_size": vocab_size,
         "seed": seed,
         "system_prompt": system_prompt,
-        "version": 1,
+        "version": 2,  # 2: warm-started on the tokenizer as training reloads it
+        # The CPU code paths decide the weights' last bits (cookbook/grpo_gsm8k/offline/pin.sh):
+        # a build made under others is rebuilt, not reused.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "threads": torch.get_num_threads(),
     }
     stamp = folder / "build.json"
     if not force and stamp.is_file() and json.loads(stamp.read_text())["recipe"] == recipe:
@@ -175,6 +197,7 @@ def build_tiny_policy(
     corpus = [text for problem in problems for text in (problem.question, problem.answer)]
     tokenizer = train_tokenizer([*corpus, CHAT_TEMPLATE, *SPECIAL_TOKENS], vocab_size=vocab_size)
     model = build_model(tokenizer, hidden_size=hidden_size, layers=layers, seed=seed)
+    tokenizer = _as_training_loads_it(model, tokenizer, folder)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         losses = warm_start(
@@ -205,10 +228,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--data", required=True, help="GSM8K-format dataset folder (hub layout)")
     parser.add_argument("--out", required=True, help="folder to save the model and tokenizer to")
-    parser.add_argument("--warm-start-steps", type=int, default=60)
-    parser.add_argument("--warm-start-problems", type=int, default=256)
+    parser.add_argument("--warm-start-steps", type=int, default=400)
+    parser.add_argument("--warm-start-problems", type=int, default=2000)
     parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ from .._budget import SamplingBudgetConfig
 from .._config import GroupAdmissionConfig
 from .._loading import coerce_config, coerce_instance, from_mapping
 from .._policy import GroupAdmissionPolicy
+from .._session_config import PRESETS
 from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
 from ._models import SimulationConfig
@@ -57,8 +58,9 @@ STRATEGY_KINDS: dict[str, type[Any]] = {
         StreamingLaunches,
     )
 }
-#: The policy used when none is given: slime's and DAPO's zero-std filter.
-DEFAULT_POLICY = GroupAdmissionConfig(min_reward_std=1e-6)
+#: The policy used when none is given: the ``zero_std`` preset's, slime's and DAPO's zero-std
+#: filter, the rule of the hosts whose resampling the simulator compares.
+DEFAULT_POLICY = GroupAdmissionConfig.from_mapping(PRESETS["zero_std"]["policy"])
 
 _TABLE = (
     ("strategy", "name", "{}"),

@@ -307,6 +307,9 @@ class TestSettingsSources:
     def test_no_settings_means_defaults(self) -> None:
         assert roll_adapter.RollAgenticSettings() == make_filter(None).settings
 
+    def test_inline_yaml_reads_1e_6_as_a_number(self) -> None:
+        assert 1e-6 == make_filter("policy: {min_reward_std: 1e-6}").settings.policy.min_reward_std
+
 
 BAD = [
     (
@@ -321,7 +324,7 @@ BAD = [
         "'GROUP_ADMISSION_ROLL_CONFIG' must hold a YAML mapping or a YAML file path "
         "(got [1, 2] of type list)",
     ),
-    ("policy: {min_reward_std: 1e-6}", TypeError, "'min_reward_std' must be a real number (got '1e-6')"),
+    ("policy: {min_reward_std: 1e-6x}", TypeError, "'min_reward_std' must be a real number (got '1e-6x')"),
     (
         "max_rejection_ratio: 2",
         ValueError,

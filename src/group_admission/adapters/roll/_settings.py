@@ -9,8 +9,9 @@ from typing import Any
 import attrs
 
 from ..._config import GroupAdmissionConfig
+from ..._exceptions import ConfigurationError
 from ..._limits import DropLimits
-from ..._loading import load_yaml_mapping, require_extra
+from ..._loading import load_yaml_mapping, parse_yaml
 from ..._validation import (
     check_ge,
     check_int,
@@ -162,11 +163,10 @@ def _read_settings_text(value: str) -> Any:
     text = value.strip()
     if "\n" not in text and (os.path.isfile(text) or text.endswith((".yaml", ".yml"))):
         return load_yaml_mapping(text)
-    yaml = require_extra("yaml", "yaml", f"Reading {AGENTIC_SETTINGS_ENV}")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        msg = f"'{AGENTIC_SETTINGS_ENV}' is neither a YAML file path nor valid inline YAML: {exc}"
+        data = parse_yaml(text, source=AGENTIC_SETTINGS_ENV)  # the library's one reader: 1e-6 is a number
+    except ConfigurationError as exc:
+        msg = f"'{AGENTIC_SETTINGS_ENV}' is neither a YAML file path nor valid inline YAML ({exc})"
         raise ValueError(msg) from None
     if data is not None and not isinstance(data, Mapping):
         msg = f"'{AGENTIC_SETTINGS_ENV}' must hold a YAML mapping or a YAML file path (got {describe(data)})"
