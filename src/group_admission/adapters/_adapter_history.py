@@ -33,6 +33,7 @@ __all__ = [
 HISTORY_METRICS = (
     "prompts_skipped",
     "prompts_forced",
+    "prompts_unnamed",
     "history_prompts",
     "history_rechecks",
     "history_rechecks_informative",
@@ -106,14 +107,16 @@ def restored_history(
 
 
 def history_metrics(
-    history: PromptHistory, *, step: int, prefix: str, skipped: int, forced: int
+    history: PromptHistory, *, step: int, prefix: str, skipped: int, forced: int, unnamed: int | None = None
 ) -> dict[str, int | float]:
     """
     One step's prompt-history metrics, ints and floats only (:data:`HISTORY_METRICS`).
 
     ``skipped`` and ``forced`` are the step's prompts the history skipped and those taken
-    without its pick (it refused a whole pass); the rest is :meth:`PromptHistory.skip_report`
-    with the step's own groups counted (``step + 1``): the re-checks so far, the informative
+    without its pick (it refused a whole pass); ``unnamed``, where a host's data may not
+    name a prompt, those launched without a pick and never observed; the rest is
+    :meth:`PromptHistory.skip_report` with the step's own groups counted (``step + 1``):
+    the re-checks so far, the informative
     ones, the estimated share of skipped prompts that would have been informative (left out
     without ``max_wrong_skip_share``, which it is measured against) and the threshold the
     next picks skip below; and the prompts the history holds.
@@ -122,6 +125,7 @@ def history_metrics(
     values: dict[str, int | float] = {
         "prompts_skipped": skipped,
         "prompts_forced": forced,
+        **({} if unnamed is None else {"prompts_unnamed": unnamed}),
         "history_prompts": len(history),
         "history_rechecks": report.rechecks,
         "history_rechecks_informative": report.rechecks_informative,

@@ -129,12 +129,15 @@ class StreamPrompts:
             self.history.observe(prompt, decision, step=rollout_id)
 
     def metrics(self, tally: PickTally, rollout_id: int, prefix: str) -> dict[str, int | float]:
-        """The rollout's history metrics (:func:`history_metrics`) and its ``prompts_unnamed``."""
-        metrics = history_metrics(
-            self.history, step=rollout_id, prefix=prefix, skipped=tally.skipped, forced=tally.forced
+        """The rollout's history metrics (:func:`history_metrics`)."""
+        return history_metrics(
+            self.history,
+            step=rollout_id,
+            prefix=prefix,
+            skipped=tally.skipped,
+            forced=tally.forced,
+            unnamed=tally.unnamed,
         )
-        metrics[f"{prefix}prompts_unnamed"] = tally.unnamed
-        return metrics
 
 
 def _length(data_source: Any) -> int:
