@@ -201,6 +201,18 @@ def test_a_sampler_state_saved_under_other_history_settings_is_refused_at_the_fi
         other.train_step(3)
 
 
+def test_verls_own_sampler_state_is_refused_by_a_run_with_a_history(tq, tmp_path: Path) -> None:
+    """A checkpoint of a run without a history holds no history to restore: refused, not guessed."""
+    plain = trainer(tq, tmp_path, None)
+    steps(plain, range(1, 3))
+    data = plain.save_data(tmp_path / "checkpoints" / "global_step_2")
+    with_history = trainer(tq, tmp_path)
+    with_history.load_data(data)
+
+    with pytest.raises(CheckpointError, match="state was saved by verl's own sampler"):
+        with_history.train_step(3)
+
+
 def sampler_state(tmp_path: Path, tq: Any) -> tuple[AdmissionPromptSampler, dict[str, Any]]:
     run = trainer(tq, tmp_path)
     steps(run, range(1, 3))

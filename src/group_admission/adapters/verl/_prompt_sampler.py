@@ -99,11 +99,16 @@ class AdmissionPromptSampler(Sampler[int]):
         return counts
 
     def __iter__(self) -> Iterator[int]:
-        while self._yielded < self._length:
-            index = self._next_index()
-            self._yielded += 1
-            yield index
-        self._yielded = 0  # the epoch is over: the next iterator starts the next one
+        return _Epoch(self)
+
+    def _next_in_epoch(self) -> int:
+        """The epoch's next index; ``StopIteration`` once it yielded its length."""
+        if self._yielded >= self._length:
+            self._yielded = 0  # the epoch is over: the next iterator starts the next one
+            raise StopIteration
+        index = self._next_index()
+        self._yielded += 1
+        return index
 
     def _next_index(self) -> int:
         while True:
@@ -185,6 +190,36 @@ class AdmissionPromptSampler(Sampler[int]):
         self._dry, self._step = counts["dry"], counts["step"]
         self._skipped, self._forced = counts["skipped"], counts["forced"]
         self._kept = ((-1, -1), {})
+
+
+class _Epoch:
+    """
+    The sampler's iterator: its state is the sampler's, so it saves none of its own.
+
+    It is stateful only to refuse what torchdata would otherwise hand it: verl's own
+    ``RandomSampler`` keeps its state in its iterator, so a checkpoint saved without a
+    prompt history holds an iterator state and no sampler state.
+    """
+
+    def __init__(self, sampler: AdmissionPromptSampler) -> None:
+        self._sampler = sampler
+
+    def __iter__(self) -> _Epoch:
+        return self
+
+    def __next__(self) -> int:
+        return self._sampler._next_in_epoch()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state:
+            msg = (
+                "the train dataloader's state was saved by verl's own sampler (a run without "
+                f"'history'), not by a prompt sampler (got an iterator state with {sorted(state)})"
+            )
+            raise CheckpointError(msg)
 
 
 def _checked(state: object, length: int) -> dict[str, int]:
