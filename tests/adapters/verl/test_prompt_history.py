@@ -10,6 +10,7 @@ Every test runs verl's own prompt path (``doubles.verl_trainer.TrainerRun``: ver
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ pytest.importorskip(
 )
 
 import torch
-from omegaconf import OmegaConf
+import yaml
+from omegaconf import OmegaConf, open_dict
 
 from doubles.verl_rollout import FakeRollout, dapo_member, make_sampler
 from doubles.verl_trainer import TrainerRun, verl_config, write_prompts
@@ -42,6 +44,7 @@ TARGET = 4
 SEED = 7
 POLICY = {"min_reward_std": 1e-6, "gate_on": ["acc"]}
 PREFIX = "group_admission/"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "adapters" / "verl.md"
 
 
 def kind(row: int) -> str:
@@ -304,3 +307,28 @@ def test_every_trajectory_carries_its_prompts_row_index(tq, tmp_path: Path) -> N
     run.train_step(1)
 
     assert all(prompt[PROMPT_ID_FIELD] == int(prompt["index"]) for prompt in run.agent_loop_manager.prompts)
+
+
+def docs_blocks(language: str) -> str:
+    """The ```language block of docs/adapters/verl.md's prompt-history section."""
+    section = DOCS.read_text(encoding="utf-8").split("## Prompt history", 1)[1].split("\n## ", 1)[0]
+    block = re.search(rf"```{language}\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1)
+
+
+def test_the_docs_lines_install_the_prompt_sampler(tq, tmp_path: Path) -> None:
+    """The two override lines and the YAML fragment the docs give turn the same sampler on."""
+    lines = [line.strip().rstrip("\\").strip() for line in docs_blocks("bash").splitlines()]
+    from_overrides = trainer(tq, tmp_path / "overrides", None, *[line for line in lines if line])
+    plain = verl_config(write_prompts(tmp_path / "yaml", PROMPTS), *overrides(tmp_path / "yaml", None))
+    with open_dict(plain):
+        config = OmegaConf.merge(plain, OmegaConf.create(yaml.safe_load(docs_blocks("yaml"))))
+    from_yaml = TrainerRun(config, tq, rewards)
+
+    recommended = SessionConfig.preset("recommended").prompt_history(N, seed=SEED)
+    assert recommended is not None
+    for run in (from_overrides, from_yaml):
+        assert run.replay_buffer.prompt_sampler is not None
+        assert recommended.config == run.replay_buffer.prompt_sampler.history.config
+        assert run.train_dataloader.sampler is run.replay_buffer.prompt_sampler
