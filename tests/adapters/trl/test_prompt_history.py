@@ -11,11 +11,17 @@ import numpy as np
 import pytest
 from trl_helpers import accuracy, brevity, dead_history, grpo_config, prompt_dataset
 
-from group_admission import CheckpointError, GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
+from group_admission import (
+    CheckpointError,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SessionConfig,
+)
 from group_admission._history import prompt_key, uniform_draw
 from group_admission.adapters._adapter_history import restored_history
 from group_admission.adapters.trl import STATE_FILE, AdmissionGRPOTrainer
-from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds
+from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds, as_prompt_history
 
 GATE = {"min_reward_std": 1e-6, "gate_on": ["accuracy"]}
 BUDGET = {"max_extra_groups": 6, "max_resample_rounds": 3}
@@ -94,6 +100,14 @@ class TestPromptIds:
         with pytest.raises(error, match=re.escape(message)):
             PromptIds(source).of_row({"uid": value})
 
+    def test_a_presets_name_builds_its_history_section_at_num_generations(self) -> None:
+        history = as_prompt_history("recommended", 4)
+
+        expected = SessionConfig.preset("recommended").prompt_history(4)
+        assert expected is not None
+        assert expected.config == history.config
+        assert 4 == history.config.group_size
+
     def test_a_numpy_id_is_read_as_the_int_of_its_value(self) -> None:
         prompt_id = PromptIds("uid").of_row({"uid": np.int64(7)})
 
@@ -106,7 +120,8 @@ class TestTrainer:
     @pytest.mark.parametrize(
         ("history", "error", "message"),
         [
-            (3, TypeError, "'prompt_history' must be a PromptHistory, a PromptHistoryConfig or a mapping"),
+            (3, TypeError, "'prompt_history' must be a PromptHistory, a PromptHistoryConfig, a mapping"),
+            ("zero_std", ValueError, "'history' must name a preset with a history section"),
             ({"group_size": 8}, ValueError, r"group_size == num_generations \(4\) \(got 8\)"),
             ({"skip_below": 2}, ValueError, r"'skip_below' must be in \[0, 1\]"),
         ],

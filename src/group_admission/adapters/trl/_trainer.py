@@ -60,7 +60,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         *args: Any,
         admission: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
         budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
-        prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | None = None,
+        prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | str | None = None,
         prompt_id: str | Callable[[Mapping[str, Any]], PromptId] | None = None,
         loss_scale: LossScale = DEFAULT_LOSS_SCALE,
         **kwargs: Any,
@@ -380,8 +380,9 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
             a generation batch short of admitted groups is topped up with groups of fresh
             prompts, generated with the same weights, within the budget's hard caps
             (one process only). ``None``: admission masks rejected groups only.
-        prompt_history: A :class:`PromptHistory`, a :class:`PromptHistoryConfig` or a
-            mapping of its fields (``group_size`` defaults to ``num_generations``). Every
+        prompt_history: A :class:`PromptHistory`, a :class:`PromptHistoryConfig`, a
+            mapping of its fields (``group_size`` defaults to ``num_generations``), or a
+            preset's name (``"recommended"``: its ``history`` section). Every
             judged group is observed into it (``trainer.prompt_history``), and the fresh
             prompts of resampling rounds skip the prompts it marks likely-dead, with its
             exploration floor. ``None`` (default): off.
