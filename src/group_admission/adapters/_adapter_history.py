@@ -116,10 +116,10 @@ def history_metrics(
     without its pick (it refused a whole pass); ``unnamed``, where a host's data may not
     name a prompt, those launched without a pick and never observed; the rest is
     :meth:`PromptHistory.skip_report` with the step's own groups counted (``step + 1``):
-    the re-checks so far, the informative
-    ones, the estimated share of skipped prompts that would have been informative (left out
-    without ``max_wrong_skip_share``, which it is measured against) and the threshold the
-    next picks skip below; and the prompts the history holds.
+    the re-checks so far, the informative ones, the estimated share of skipped prompts that
+    would have been informative (left out without ``max_wrong_skip_share``, which it is
+    measured against) and the threshold the next picks skip below; and the prompts the
+    history holds.
     """
     report = history.skip_report(step=step + 1)
     values: dict[str, int | float] = {
