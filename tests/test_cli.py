@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 import group_admission
-from group_admission import ConfigurationError, GroupAdmissionConfig, SamplingBudgetConfig
+from group_admission import ConfigurationError, GroupAdmissionConfig, SamplingBudgetConfig, SessionConfig
 from group_admission._cli import _build_parser, main
 from group_admission._loading import load_yaml_mapping
 from group_admission.simulation import (
@@ -99,6 +99,21 @@ class TestSimulate:
             "  budget: none given; a controller allows 2 x target extra groups in 3 resample rounds",
         ]
         assert "time (decoding steps)" in table.splitlines()[0]
+
+    def test_a_preset_lies_beneath_the_flags(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        preset = GroupAdmissionConfig.from_mapping(SessionConfig.PRESETS["recommended"]["policy"])
+        path = tmp_path / "run.json"
+        argv = ["--strategies", "oracle", "--min-reward-range", "0.02", "--json", str(path)]
+
+        assert 0 == run(capsys, "simulate", *SMALL, "--preset", "recommended", *argv)[0]
+        with_preset = json.loads(path.read_text())["policy"]
+        assert 0 == run(capsys, "simulate", *SMALL, *argv)[0]
+        without = json.loads(path.read_text())["policy"]
+
+        assert with_preset == attrs.evolve(preset, min_reward_range=0.02).to_dict()
+        assert without == GroupAdmissionConfig(min_reward_range=0.02).to_dict() != with_preset
 
     def test_the_settings_lines_name_what_was_set(self, capsys: pytest.CaptureFixture[str]) -> None:
         argv = ["--min-reward-range", "0.02", "--max-extra-groups", "8", "--max-resample-rounds", "2"]

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from group_admission import PromptHistoryConfig
+from group_admission import GroupAdmissionConfig, PromptHistoryConfig, SessionConfig
 from group_admission._cli import _build_parser, main
 from group_admission.simulation import PromptPoolConfig, simulate_pool
 
@@ -56,10 +56,13 @@ def test_a_tiny_run_prints_its_settings_and_the_table_of_every_default_strategy(
     ]
     lines = table.splitlines()
     assert lines[0].split() == [
-        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "safety", "hits",
-        "epochs",
+        "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong", "skip", "re-checks",
+        "informative", "est.", "wrong", "safety", "hits", "epochs",
     ]  # fmt: skip
-    assert [line.split()[0] for line in lines[2:]] == ["controller", "greso", "history", "oracle_skip"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == ["controller", "greso", "history", "oracle_skip"]
+    assert ["-", "-", "-"] == rows["controller"][7:10] == rows["oracle_skip"][7:10]  # no history
+    assert "-" not in rows["history"][7:10]
 
 
 def test_help_shows_every_default() -> None:
@@ -100,6 +103,42 @@ def test_the_history_section_reaches_the_history_strategies_only(
     assert specs["greso"]["history"] == {"skip_below": 0.3, "prior": [1.0, 3.0], "seed": 5, "mode": "greso"}
     assert specs["oracle_skip"]["skip_below"] == 0.1
     assert "history" not in specs["controller"]
+
+
+def test_a_preset_gives_the_sections_it_sets_and_the_file_and_flags_win(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    preset = SessionConfig.PRESETS["recommended"]
+    data = run_json(capsys, tmp_path, "--preset", "recommended")
+    specs = {spec["name"]: spec for spec in data["strategies"]}
+
+    assert specs["history"]["history"] == preset["history"]
+    assert specs["greso"]["history"] == {**preset["history"], "mode": "greso"}
+    assert data["policy"] == GroupAdmissionConfig.from_mapping(preset["policy"]).to_dict()
+    assert "budget" not in preset
+    assert specs["controller"]["budget"] is None  # the preset sets none: the strategy's own default
+
+    config = tmp_path / "pool.yaml"
+    config.write_text("history: {skip_below: 0.3}\npolicy: {min_reward_range: 0.5}\n")
+    data = run_json(
+        capsys, tmp_path, "--preset", "recommended", "--config", str(config), "--exploration", "0.2"
+    )
+    mine = {spec["name"]: spec for spec in data["strategies"]}["history"]["history"]
+
+    assert mine == {**preset["history"], "skip_below": 0.3, "exploration": 0.2}
+    assert data["policy"]["min_reward_range"] == 0.5
+    assert (
+        data["policy"]["min_reward_std"] == GroupAdmissionConfig.from_mapping(preset["policy"]).min_reward_std
+    )
+
+
+def test_the_preset_help_is_read_off_the_presets() -> None:
+    done = command("simulate-pool", "--help")
+    text = " ".join(done.stdout.split())
+
+    for name, preset in SessionConfig.PRESETS.items():
+        sections = ", ".join(key for key in ("pool", "policy", "budget", "history") if key in preset)
+        assert f"{name} ({sections})" in text
 
 
 def test_a_config_file_and_flags_win(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 import pytest
 
-from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory
+from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory, PromptHistoryConfig
 from group_admission.simulation import (
     DIFFICULTY_BINS,
     BinaryTaskModel,
@@ -208,6 +208,27 @@ class TestSimulatePool:
             assert result.wrongly_skipped == sum(b["wrongly_skipped"] for b in bins.values())
             assert result.trained_groups == sum(b["trained"] for b in bins.values())
             assert all(b["wrongly_skipped"] <= b["skipped"] for b in bins.values())
+
+    def test_a_history_strategy_reports_its_histories_skip_report(self, pooled: Any) -> None:
+        for name in ("controller", "oracle_skip"):
+            assert pooled.result(name).skip_report is None
+            assert pooled.result(name).to_dict()["skip_report"] is None
+        for name in ("greso", "history"):
+            report = pooled.result(name).skip_report
+            assert 0 <= report.rechecks_informative <= report.rechecks
+            assert 0 < report.skip_below <= PromptHistoryConfig(group_size=8).skip_below
+            assert pooled.result(name).to_dict()["skip_report"] == attrs.asdict(report)
+
+    def test_re_checks_come_from_the_exploration_floor(self) -> None:
+        short = attrs.evolve(POOL, steps=12)
+        strategies = [
+            HistorySkipping(name="never", history={"exploration": 0.0}),
+            HistorySkipping(name="often", history={"exploration": 0.5}),
+        ]
+        result = simulate_pool(short, policy=POLICY, strategies=strategies)
+
+        assert 0 == result.result("never").skip_report.rechecks
+        assert result.result("often").skip_report.rechecks > 0
 
     def test_is_deterministic_and_json_safe(self, pooled: Any) -> None:
         again = simulate_pool(POOL, policy=POLICY)

@@ -138,7 +138,7 @@ def _prepare(args: argparse.Namespace) -> tuple[PreparedSimulation, SamplingBudg
         except ImportError as exc:
             raise ConfigurationError(str(exc)) from exc
     with user_input(f"{PROG} {args.command}"):
-        data, _ = read_config(args.config, SECTIONS)
+        data, _ = read_config(args.config, SECTIONS, args.preset)
         apply_flags(data, args)
         strategies = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
         policy = GroupAdmissionConfig.from_mapping(data["policy"]) if data["policy"] else None

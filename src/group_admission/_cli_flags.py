@@ -28,6 +28,7 @@ from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError, HalfConfiguredWarning
 from ._loading import load_yaml_mapping, yaml_section
+from ._session_config import SessionConfig
 from ._validation import describe
 
 __all__ = [
@@ -305,16 +306,20 @@ def cannot_access(path: str, exc: OSError) -> ConfigurationError:
     return ConfigurationError(f"cannot access '{os.fspath(path)}': {exc.strerror or exc}")
 
 
-def read_config(path: str | None, sections: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+def read_config(
+    path: str | None, sections: Sequence[str], preset: str | None = None
+) -> tuple[dict[str, Any], set[str]]:
     """
     The file's sections (absent or empty ones as empty mappings) and the keys present.
 
     Every section but ``strategies`` (a list) must be a mapping, by ``load_yaml_mapping``'s
-    rule for a section (``yaml_section``).
+    rule for a section (``yaml_section``). ``preset`` names a :class:`SessionConfig` preset
+    whose sections the command has lie beneath the file's: a field the file sets wins.
     """
     mappings = [section for section in sections if section != "strategies"]
+    base = _preset_sections(preset, mappings)
     if path is None:
-        return {key: {} for key in mappings}, set()
+        return {key: dict(base.get(key, {})) for key in mappings}, set()
     try:
         data = dict(load_yaml_mapping(path))
     except OSError as exc:
@@ -326,8 +331,31 @@ def read_config(path: str | None, sections: Sequence[str]) -> tuple[dict[str, An
     if unknown:
         msg = f"unknown section(s) {unknown} in '{path}' (known: {', '.join(sections)})"
         raise ConfigurationError(msg)
-    data.update({key: dict(yaml_section(data, key, path)) for key in mappings})
+    data.update({key: {**base.get(key, {}), **yaml_section(data, key, path)} for key in mappings})
     return data, present
+
+
+def _preset_sections(preset: str | None, mappings: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The sections ``preset`` sets that are among ``mappings`` (``{}`` without a preset)."""
+    if preset is None:
+        return {}
+    if preset not in SessionConfig.PRESETS:
+        msg = f"'--preset' must be one of {sorted(SessionConfig.PRESETS)} (got {preset!r})"
+        raise ConfigurationError(msg)
+    sections = SessionConfig.PRESETS[preset]
+    return {key: sections[key] for key in mappings if isinstance(sections.get(key), Mapping)}
+
+
+def preset_help(sections: Sequence[str]) -> str:
+    """The ``--preset`` help: each preset and the sections of this command it sets."""
+    known = [
+        f"{name} ({', '.join(key for key in sections if key in preset) or 'no section here'})"
+        for name, preset in SessionConfig.PRESETS.items()
+    ]
+    return (
+        "start from a SessionConfig preset: its sections this command has lie beneath the "
+        f"file's and the flags' ({'; '.join(known)})"
+    )
 
 
 def apply_flags(data: dict[str, Any], args: argparse.Namespace) -> None:
@@ -384,6 +412,8 @@ def add_settings_command(
     command that has one writes ``--json``.
     """
     parser.add_argument("--config", metavar="PATH", help="YAML file with the settings")
+    top = [section.path[0] for section in sections if len(section.path) == 1]
+    parser.add_argument("--preset", choices=sorted(SessionConfig.PRESETS), help=preset_help(top))
     seen: set[str] = set()
     for section in sections:
         add_section_flags(parser, section, seen)

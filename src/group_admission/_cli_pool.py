@@ -130,7 +130,7 @@ def _spec(item: object, history: Mapping[str, Any], budget: SamplingBudgetConfig
 def _prepare(args: argparse.Namespace) -> PoolSettings:
     """Every setting of ``simulate-pool``, checked; a mistake raises ``ConfigurationError``."""
     with user_input(f"{PROG} {args.command}"):
-        data, _ = read_config(args.config, POOL_SECTIONS)
+        data, _ = read_config(args.config, POOL_SECTIONS, args.preset)
         apply_flags(data, args)
         items = strategy_list(data.get("strategies") if args.strategies is None else args.strategies)
         items = list(DEFAULT_KINDS) if items is None else items

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from .._config import GroupAdmissionConfig
+from .._history import PromptHistory, SkipReport
 from .._loading import coerce_config, from_mapping
 from .._policy import GroupAdmissionPolicy
 from .._validation import describe
@@ -60,6 +61,10 @@ class PoolStrategyResult:
         epochs: Epochs of the pool begun.
         by_difficulty: Per difficulty bin (:data:`DIFFICULTY_BINS`): groups generated,
             prompts skipped, wrongly skipped, groups trained on.
+        skip_report: A history strategy's :meth:`PromptHistory.skip_report` after the
+            last step: its re-checks, the informative ones and its own estimate of the
+            wrongly skipped share, which ``wrongly_skipped_share`` measures; ``None`` for
+            a strategy without a history.
         per_step: Every step's counts (not part of :meth:`to_dict` unless asked).
 
     .. versionadded:: 0.2.0
@@ -83,6 +88,7 @@ class PoolStrategyResult:
     safety_limit_hits: int
     epochs: int
     by_difficulty: Mapping[str, Mapping[str, int]]
+    skip_report: SkipReport | None = None
     per_step: tuple[Mapping[str, Any], ...] = attrs.field(default=(), repr=False, eq=False)
 
     def to_dict(self, *, include_steps: bool = False) -> dict[str, Any]:
@@ -93,7 +99,9 @@ class PoolStrategyResult:
         return data
 
 
-def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: int) -> PoolStrategyResult:
+def _summarize(
+    strategy: PoolStrategy, tallies: list[dict[str, Any]], cursor: dict[str, Any]
+) -> PoolStrategyResult:
     totals = {key: sum(int(t[key]) for t in tallies) for key in _COUNTS}
     bins = {key: np.sum([t[key] for t in tallies], axis=0) for key in _BINS}
     target = sum(int(t["target"]) for t in tallies)
@@ -105,6 +113,7 @@ def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: in
         {key: (t[key].tolist() if key in _BINS else t[key]) for key in (*_COUNTS, "time", *_BINS)}
         for t in tallies
     )
+    history = cursor.get("memory", {}).get("history")  # a HistorySkipping strategy's
     return PoolStrategyResult(
         name=strategy.name,
         kind=strategy.kind,
@@ -122,8 +131,9 @@ def _summarize(strategy: PoolStrategy, tallies: list[dict[str, Any]], epochs: in
         time_per_step=sum(float(t["time"]) for t in tallies) / len(tallies),
         rounds_per_step=totals["rounds"] / len(tallies),
         safety_limit_hits=sum(bool(t["safety_limit"]) for t in tallies),
-        epochs=epochs,
+        epochs=cursor["epoch"] + 1,
         by_difficulty=by_difficulty,
+        skip_report=history.skip_report(step=len(tallies)) if isinstance(history, PromptHistory) else None,
         per_step=per_step,
     )
 
@@ -144,27 +154,41 @@ class PoolResult(NamedResults[PoolStrategyResult]):
     def format_table(self) -> str:
         """The main figures as an aligned plain-text table, one row per strategy."""
         header = (
-            "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "safety hits",
-            "epochs",
+            "strategy", "final", "groups/inf", "groups", "tokens", "skipped", "wrong skip", "re-checks",
+            "informative", "est. wrong", "safety hits", "epochs",
         )  # fmt: skip
-        rows = [header]
-        for r in self.results:
-            share = "-" if r.wrongly_skipped_share is None else f"{r.wrongly_skipped_share:.3f}"
-            per = "-" if r.groups_per_informative is None else f"{r.groups_per_informative:.3f}"
-            rows.append(
-                (
-                    r.name,
-                    f"{r.final_informative_rate:.3f}",
-                    per,
-                    str(r.generated_groups),
-                    str(r.generated_tokens),
-                    str(r.skipped_prompts),
-                    share,
-                    str(r.safety_limit_hits),
-                    str(r.epochs),
-                )
-            )
-        return aligned_table(rows)
+        return aligned_table([header, *(_row(r) for r in self.results)])
+
+
+def _row(r: PoolStrategyResult) -> tuple[str, ...]:
+    """One strategy's cells of :meth:`PoolResult.format_table`."""
+    return (
+        r.name,
+        f"{r.final_informative_rate:.3f}",
+        _figure(r.groups_per_informative),
+        str(r.generated_groups),
+        str(r.generated_tokens),
+        str(r.skipped_prompts),
+        _figure(r.wrongly_skipped_share),
+        *_report_cells(r.skip_report),
+        str(r.safety_limit_hits),
+        str(r.epochs),
+    )
+
+
+def _figure(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _report_cells(report: SkipReport | None) -> tuple[str, str, str]:
+    """A history's re-checks, the informative ones (decayed weights) and its estimated wrong-skip share."""
+    if report is None:
+        return ("-", "-", "-")
+    return (
+        _figure(report.rechecks, 1),
+        _figure(report.rechecks_informative, 1),
+        _figure(report.wrong_skip_share),
+    )
 
 
 def default_pool_strategies() -> tuple[PoolStrategy, ...]:
@@ -256,7 +280,7 @@ def run_pool(prepared: PreparedPool) -> PoolResult:
         config=config,
         policy=judge.config,
         strategies=tuple(s.to_dict() for s in chosen),
-        results=tuple(_summarize(s, tallies[s.name], cursors[s.name]["epoch"] + 1) for s in chosen),
+        results=tuple(_summarize(s, tallies[s.name], cursors[s.name]) for s in chosen),
     )
 
 

@@ -82,6 +82,8 @@ class ScriptedEngine:
 
     def __init__(self, script: Script, group_size: int) -> None:
         self.script = script
+        #: When set, a fresh group is scripted by its first sample and the rollout instead.
+        self.by_prompt: Callable[[Any, int], GroupScript] | None = None
         self.group_size = group_size
         self.rollout_id = 0
         self.groups: dict[int, GroupScript] = {}
@@ -102,7 +104,10 @@ class ScriptedEngine:
         if key is None:  # an evaluation sample: one token, reward 1
             return GroupScript((1,), (1.0,)), 0
         if key not in self.groups:
-            self.groups[key] = self.script(self.rollout_id, self.fresh[self.rollout_id])
+            if self.by_prompt is not None:
+                self.groups[key] = self.by_prompt(sample, self.rollout_id)
+            else:
+                self.groups[key] = self.script(self.rollout_id, self.fresh[self.rollout_id])
             self.fresh[self.rollout_id] += 1
         return self.groups[key], sample.index % self.group_size
 

@@ -12,7 +12,8 @@ real tree runs the same tests when ``SLIME_SRC`` is set):
 - ``abort`` (L339-371): abort every request, await every pending task, and with
   ``--partial-rollout`` return the groups, stamping ``metadata["start_rollout_id"]``;
 - ``RolloutDataSourceWithBuffer`` (``slime/rollout/data_source.py`` L168-229): blank
-  ``Sample()`` groups numbered per group and sample, the buffer taken first (``pop_first``);
+  ``Sample()`` groups (or a JSONL file's prompts) numbered per group and sample, the buffer
+  taken first (``pop_first``), ``metadata`` saved and loaded with the position;
 - ``Sample.append_response_tokens`` (``slime/utils/types.py`` L253-313): tokens, loss mask,
   log probabilities, weight version and the status from ``finish_reason``;
 - ``RolloutFnTrainOutput`` / ``RolloutFnEvalOutput`` (``slime/rollout/base_types.py``).
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import sys
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,19 +161,58 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
 
 
 class RolloutDataSourceWithBuffer:
+    """
+    slime's buffered data source: blank groups, or with ``args.prompt_data`` a JSONL file's rows.
+
+    As slime's (``slime/rollout/data_source.py``, ``slime/utils/data.py``): a row's
+    ``args.input_key`` is the prompt, ``args.label_key`` the label and ``args.metadata_key``
+    the metadata; passes wrap around (no shuffle); ``save``/``load`` write and read the
+    offset, the counters and ``metadata`` with ``torch.save``/``torch.load`` under
+    ``args.save``/``args.load``.
+    """
+
     def __init__(self, args: Any) -> None:
         self.args = args
         self.buffer: list[list[Any]] = []
         self.sample_group_index = 0
         self.sample_index = 0
+        self.sample_offset = 0
+        self.epoch_id = 0
+        self.metadata: dict[str, Any] = {}
+        self.rows: list[Any] = []
+        if getattr(args, "prompt_data", None) is not None:
+            with open(args.prompt_data, encoding="utf-8") as handle:
+                rows = [json.loads(line) for line in handle if line.strip()]
+            self.rows = [
+                Sample(
+                    prompt=row[args.input_key],
+                    label=row[args.label_key] if args.label_key is not None else None,
+                    metadata=row.get(args.metadata_key) or {},
+                )
+                for row in rows
+            ]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _prompts(self, count: int) -> list[Any]:
+        if not self.rows:
+            return [Sample() for _ in range(count)]
+        prompts = []
+        for _ in range(count):
+            if self.sample_offset == len(self.rows):
+                self.sample_offset, self.epoch_id = 0, self.epoch_id + 1
+            prompts.append(self.rows[self.sample_offset])
+            self.sample_offset += 1
+        return prompts
 
     def get_samples(self, num_samples: int) -> list[list[Any]]:
         taken = min(len(self.buffer), num_samples)
         samples, self.buffer = self.buffer[:taken], self.buffer[taken:]
-        for _ in range(num_samples - taken):
+        for prompt in self._prompts(num_samples - taken):
             group = []
             for _ in range(self.args.n_samples_per_prompt):
-                sample = copy.deepcopy(Sample())
+                sample = copy.deepcopy(prompt)
                 sample.group_index, sample.index = self.sample_group_index, self.sample_index
                 self.sample_index += 1
                 group.append(sample)
@@ -185,6 +227,23 @@ class RolloutDataSourceWithBuffer:
 
     def get_buffer_length(self) -> int:
         return len(self.buffer)
+
+    _STATE = ("sample_offset", "epoch_id", "sample_group_index", "sample_index", "metadata")
+
+    def save(self, rollout_id: int) -> None:
+        import torch
+
+        path = Path(self.args.save) / f"rollout/global_dataset_state_dict_{rollout_id}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({name: getattr(self, name) for name in self._STATE}, path)
+
+    def load(self, rollout_id: int | None = None) -> None:
+        import torch
+
+        path = Path(self.args.load) / f"rollout/global_dataset_state_dict_{rollout_id}.pt"
+        state = torch.load(path)  # weights_only, as slime's: plain containers only
+        for name in self._STATE:
+            setattr(self, name, state[name])
 
 
 def install(monkeypatch: pytest.MonkeyPatch, runner: VirtualLoopRunner) -> None:

@@ -80,6 +80,18 @@ def make_args(**overrides: Any) -> argparse.Namespace:
         "eval_datasets": [],
         "group_admission": {"policy": {"min_reward_std": 1e-6}, "max_consecutive_failed_groups": None},
         "group_admission_streaming": None,
+        # slime's data source, with a prompt file (prompt_data): its Dataset and checkpoint.
+        "input_key": "text",
+        "label_key": "label",
+        "metadata_key": "metadata",
+        "multimodal_keys": None,
+        "tool_key": None,
+        "apply_chat_template": False,
+        "apply_chat_template_kwargs": {},
+        "rollout_max_prompt_len": None,
+        "dump_details": None,
+        "save": None,
+        "load": None,
     }
     values.update(overrides)
     if values["over_sampling_batch_size"] is None:
@@ -192,6 +204,8 @@ class RealSlimeHost(Host):
         monkeypatch.setattr(rollout, "load_tokenizer", lambda *args, **kwargs: object())
         monkeypatch.setattr(rollout, "load_processor", lambda *args, **kwargs: None)
         monkeypatch.setattr(rollout, "get_rollout_num_engines", lambda args: 1)
+        monkeypatch.setattr(slime.data_source, "load_tokenizer", lambda *args, **kwargs: object())
+        monkeypatch.setattr(slime.data_source, "load_processor", lambda *args, **kwargs: None)
         monkeypatch.setattr(slime.async_utils, "async_loop", runner)
         slime.misc.SingletonMeta._instances.clear()
 

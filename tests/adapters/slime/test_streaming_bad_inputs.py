@@ -50,6 +50,34 @@ SETTINGS: list[tuple[str, Any, type[Exception], str]] = [
         ValueError,
         "'loss_scale' must be one of 'kept', 'target'",
     ),
+    ("a history that is a number", {"history": 3}, TypeError, "'history' must be a preset's name, a mapping"),
+    (
+        "a history naming no preset",
+        {"history": "best"},
+        ValueError,
+        r"'history' must name a preset with a history section, one of \[.*'recommended'.*\(got 'best'\)",
+    ),
+    (
+        "a history naming a preset without one",
+        {"history": "zero_std"},
+        ValueError,
+        r"'history' must name a preset with a history section.*\(got 'zero_std'\)",
+    ),
+    (
+        "a history setting the group size",
+        {"history": {"group_size": 4}},
+        ValueError,
+        "'history.group_size' is the host's group size",
+    ),
+    ("a history with an unknown key", {"history": {"half_lif": 9}}, ValueError, "unknown key.*'half_lif'"),
+    ("a history threshold above 1", {"history": {"skip_below": 2}}, ValueError, "'skip_below' must be"),
+    (
+        "an empty prompt id key",
+        {"prompt_id_key": ""},
+        ValueError,
+        "'prompt_id_key' must be None or a non-empty",
+    ),
+    ("a prompt id key that is a number", {"prompt_id_key": 5}, TypeError, "'prompt_id_key' must be None"),
 ]
 
 
@@ -108,6 +136,7 @@ def test_without_slime_the_rollout_says_how_to_install_it(monkeypatch: pytest.Mo
 def test_the_tables_cover_the_settings() -> None:
     fields = {name for _, raw, _, _ in SETTINGS if isinstance(raw, dict) for name in raw}
     assert {"confidence", "race", "top_up_below", "on_exhausted", "budget", "loss_scale"} <= fields
+    assert {"history", "prompt_id_key"} <= fields
 
 
 class _GitInstall:

@@ -11,11 +11,17 @@ import numpy as np
 import pytest
 from trl_helpers import accuracy, brevity, dead_history, grpo_config, prompt_dataset
 
-from group_admission import CheckpointError, GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
+from group_admission import (
+    CheckpointError,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SessionConfig,
+)
 from group_admission._history import prompt_key, uniform_draw
+from group_admission.adapters._adapter_history import restored_history
 from group_admission.adapters.trl import STATE_FILE, AdmissionGRPOTrainer
-from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds
-from group_admission.adapters.trl._trainer import _restored_history
+from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds, as_prompt_history
 
 GATE = {"min_reward_std": 1e-6, "gate_on": ["accuracy"]}
 BUDGET = {"max_extra_groups": 6, "max_resample_rounds": 3}
@@ -94,6 +100,14 @@ class TestPromptIds:
         with pytest.raises(error, match=re.escape(message)):
             PromptIds(source).of_row({"uid": value})
 
+    def test_a_presets_name_builds_its_history_section_at_num_generations(self) -> None:
+        history = as_prompt_history("recommended", 4)
+
+        expected = SessionConfig.preset("recommended").prompt_history(4)
+        assert expected is not None
+        assert expected.config == history.config
+        assert 4 == history.config.group_size
+
     def test_a_numpy_id_is_read_as_the_int_of_its_value(self) -> None:
         prompt_id = PromptIds("uid").of_row({"uid": np.int64(7)})
 
@@ -106,7 +120,8 @@ class TestTrainer:
     @pytest.mark.parametrize(
         ("history", "error", "message"),
         [
-            (3, TypeError, "'prompt_history' must be a PromptHistory, a PromptHistoryConfig or a mapping"),
+            (3, TypeError, "'prompt_history' must be a PromptHistory, a PromptHistoryConfig, a mapping"),
+            ("zero_std", ValueError, "'history' must name a preset with a history section"),
             ({"group_size": 8}, ValueError, r"group_size == num_generations \(4\) \(got 8\)"),
             ({"skip_below": 2}, ValueError, r"'skip_below' must be in \[0, 1\]"),
         ],
@@ -212,9 +227,12 @@ def test_a_checkpoint_restores_the_history_exactly(tiny_model: str, tmp_path: Pa
 def test_a_history_saved_under_another_config_is_refused() -> None:
     state = seeded_history().to_dict()
 
-    assert _restored_history(state, PromptHistoryConfig(group_size=4)).to_dict() == state
-    with pytest.raises(CheckpointError, match="prompt history was saved with"):
-        _restored_history(state, PromptHistoryConfig(group_size=4, skip_below=0.3))
+    assert (
+        restored_history(state, PromptHistoryConfig(group_size=4), settings="the trainer's").to_dict()
+        == state
+    )
+    with pytest.raises(CheckpointError, match=r"prompt history was saved with .* not the trainer's"):
+        restored_history(state, PromptHistoryConfig(group_size=4, skip_below=0.3), settings="the trainer's")
 
 
 def spy_judged(trainer: Any) -> dict[int, list[int]]:
@@ -257,6 +275,11 @@ class TestMainBatch:
         yielded_ahead = sum(entry[1] for entry in sampler.pending.values())
         assert sum(skipped) + yielded_ahead == sampler._position - 2 * sampler.chunk
         assert logged(trainer, "group_admission/prompts_forced") == [0] * 6
+        report = trainer.prompt_history.skip_report(step=6)  # what the last step logged
+        assert logged(trainer, "group_admission/history_rechecks")[-1] == report.rechecks
+        assert logged(trainer, "group_admission/history_skip_below")[-1] == report.skip_below
+        assert logged(trainer, "group_admission/history_wrong_skip_share")[-1] == report.wrong_skip_share
+        assert logged(trainer, "group_admission/history_prompts")[-1] == len(trainer.prompt_history)
 
     def test_the_main_batch_of_a_step_is_picked_before_the_step_before_is_judged(
         self, tiny_model: str, tmp_path: Path

@@ -30,6 +30,8 @@ from .._host_support import host_versions, import_host
 from . import _hooks
 from ._groups import GENERATION_FAILED, failed_group, leaves, read_group, response_tokens
 from ._hooks import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings, drop_reason
+from ._streaming_checkpoint import restore_stream_state, save_stream_state
+from ._streaming_prompts import PickTally, StreamPrompts
 from ._streaming_report import rollout_metrics
 from ._streaming_settings import STREAMING_SETTINGS_ATTR, SlimeStreamingSettings
 
@@ -86,6 +88,38 @@ class _Stream(AdapterSession[SlimeAdmissionSettings]):
             admission, host="slime", budget=streaming.budget_for(target), loss_scale=streaming.loss_scale
         )
         self.streaming = streaming
+        self._prompts: StreamPrompts | None = None
+        self._restored = False
+
+    def prompts(self, args: Any, group_size: int) -> StreamPrompts | None:
+        """The prompt history of the ``history`` setting (built at the first rollout), or ``None``."""
+        section = self.streaming.history
+        if section is None:
+            return None
+        if self._prompts is None:
+            seed = getattr(args, "rollout_seed", 0)
+            seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
+            self._prompts = StreamPrompts(section, self.streaming.prompt_id_key, group_size, seed)
+        size = self._prompts.history.config.group_size
+        if size != group_size:
+            msg = (
+                f"'args.n_samples_per_prompt' must stay {size}, the group size the prompt history "
+                f"was built with (got {group_size})"
+            )
+            raise ValueError(msg)
+        return self._prompts
+
+    def restore_once(self, data_source: Any, rollout_id: int, prompts: StreamPrompts | None) -> None:
+        """
+        Before this configuration's first rollout here: restore the state slime's checkpoint holds.
+
+        Raises:
+            CheckpointError: the checkpoint holds states but not the one to restore, or one
+                saved under other settings; nothing is restored then.
+        """
+        if not self._restored:
+            restore_stream_state(data_source, rollout_id, self.session, prompts)
+            self._restored = True  # only once restored: a refused state is refused again
 
 
 # One session per configuration (both mappings and the batch size), for the life of slime's
@@ -164,6 +198,9 @@ class _Rollout:
     state: Any  # slime's GenerateState
     target: int
     group_size: int
+    rollout_id: int
+    prompts: StreamPrompts | None = None
+    tally: PickTally = attrs.Factory(PickTally)
     launches: dict[Any, _Launch] = attrs.Factory(dict)
     kept: list[_Finished] = attrs.Factory(list)
     rejected: list[_Finished] = attrs.Factory(list)  # gate rejections: usable rewards, no signal
@@ -194,6 +231,12 @@ class _Rollout:
         """
         tokens = sum(self.decoded(task) for task in tasks if task.done())
         self.stream.session.charge(tokens, kind="carried" if carried else "aborted")
+
+    def draw(self, data_source: Any, count: int) -> list[Any]:
+        """``count`` fresh groups from the data source: the prompts the history keeps, if there is one."""
+        if self.prompts is None:
+            return list(data_source.get_samples(count))
+        return self.prompts.draw(data_source, count, self.rollout_id, self.tally)
 
     def launch(self, groups: list[Any]) -> None:
         # One group at a time, so that each of slime's tasks is known with its group.
@@ -226,6 +269,8 @@ class _Rollout:
         read = read_group(self.args, group, admission.reject_statuses, size=self.group_size)
         decision = read.evaluate(session.policy)
         verdict = session.record(decision, samples=max(1, len(group)), generated_tokens=self.decoded(task))
+        if self.prompts is not None:
+            self.prompts.observe(group, decision, self.rollout_id)
         done = _Finished(launch.order, group, launch.started)
         self.finished.append(done)
         if verdict.keep:
@@ -256,7 +301,7 @@ async def _launch_and_judge(rollout: _Rollout, data_source: Any, gatherer: Any) 
     while True:
         plan = rollout.plan()
         if plan.launch:
-            rollout.launch(data_source.get_samples(plan.launch))
+            rollout.launch(rollout.draw(data_source, plan.launch))
         if plan.abort or plan.exhausted or not plan.remaining_target_groups or not rollout.state.pendings:
             return plan
         done, rollout.state.pendings = await asyncio.wait(
@@ -269,8 +314,11 @@ async def _launch_and_judge(rollout: _Rollout, data_source: Any, gatherer: Any) 
 async def _rollout(
     args: Any, rollout_id: int, data_source: Any, stream: _Stream, target: int, slime: _Slime
 ) -> Any:
+    size = _count_arg(args, "n_samples_per_prompt")
+    prompts = stream.prompts(args, size)
+    stream.restore_once(data_source, rollout_id, prompts)
     state = slime.rollout.GenerateState(args)
-    rollout = _Rollout(args, stream, state, target, _count_arg(args, "n_samples_per_prompt"))
+    rollout = _Rollout(args, stream, state, target, size, rollout_id, prompts)
     gatherer = slime.filters.MetricGatherer()
     session = stream.session
     with admission_step(session, target) as step:
@@ -305,6 +353,9 @@ async def _rollout(
             "padded_group_count": len(data) - len(rollout.kept),
         },
     )
+    if prompts is not None:
+        metrics.update(prompts.metrics(rollout.tally, rollout_id, METRIC_PREFIX))
+    save_stream_state(data_source, rollout_id, session, None if prompts is None else prompts.history)
     log_metrics(_log, "group_admission_rollout", metrics, METRIC_PREFIX)
     return slime.base_types.RolloutFnTrainOutput(samples=data, metrics={**gatherer.collect(), **metrics})
 

@@ -9,7 +9,15 @@ import attrs
 
 from ..._budget import SamplingBudgetConfig
 from ..._loss_scale import LossScale
-from ..._validation import check_ge, check_probability, field_check, probability_field, real_field
+from ..._validation import (
+    check_ge,
+    check_probability,
+    describe,
+    field_check,
+    probability_field,
+    real_field,
+)
+from .._adapter_history import history_field
 from .._adapter_runtime import ExhaustionAction, as_budget, loss_scale_field, on_exhausted_field
 from ._hooks import ArgsSettings
 
@@ -45,6 +53,12 @@ def _with_confidence(value: Any, settings: Any) -> SamplingBudgetConfig | None:
     return as_budget(value)
 
 
+def _check_key(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        msg = f"'{attribute.name}' must be None or a non-empty key of Sample.metadata (got {describe(value)})"
+        raise ValueError(msg) if isinstance(value, str) else TypeError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class SlimeStreamingSettings(ArgsSettings):
     """
@@ -74,6 +88,15 @@ class SlimeStreamingSettings(ArgsSettings):
             default, ``"target"``, is what slime's per-sample mean does to a short rollout
             (its padded groups count as samples at zero loss); with
             ``--calculate-per-token-loss`` slime applies ``"kept"`` (docs/adapters/slime.md).
+        history: Skip likely-dead prompts before they are launched: a
+            :class:`PromptHistory` picks the prompts each launch draws from slime's data
+            source. A preset's name (``recommended``: its ``history`` section), or
+            :class:`PromptHistoryConfig` fields without ``group_size`` (which is
+            ``n_samples_per_prompt``; ``seed`` defaults to ``rollout_seed``). ``None``: no
+            history, every drawn prompt is launched.
+        prompt_id_key: The key of ``Sample.metadata`` (the dataset's ``--metadata-key``
+            column) that names each prompt for the history, a ``str`` or an ``int``.
+            ``None``: a hash of the sample's ``prompt`` and ``label``.
 
     .. versionadded:: 0.2.0
     """
@@ -89,6 +112,8 @@ class SlimeStreamingSettings(ArgsSettings):
     top_up_below: float = probability_field(0.5)
     on_exhausted: ExhaustionAction = on_exhausted_field()
     loss_scale: LossScale = loss_scale_field()
+    history: dict[str, Any] | None = history_field()
+    prompt_id_key: str | None = attrs.field(default=None, validator=_check_key)
 
     def budget_for(self, rollout_batch_size: int) -> SamplingBudgetConfig:
         """The caps of one rollout of ``rollout_batch_size`` groups, and the plan's confidence."""

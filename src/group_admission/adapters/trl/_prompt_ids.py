@@ -15,6 +15,7 @@ from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
 from ..._history_ids import check_prompt_id
 from ..._validation import describe
+from .._adapter_history import as_history_section, build_history
 
 __all__ = ["ID_COLUMN", "PromptIds", "as_prompt_history"]
 
@@ -23,22 +24,30 @@ ID_COLUMN = "group_admission_prompt_id"
 
 
 def as_prompt_history(
-    value: PromptHistory | PromptHistoryConfig | Mapping[str, Any], num_generations: int
+    value: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | str, num_generations: int
 ) -> PromptHistory:
     """
     A history whose group size is TRL's ``num_generations`` (a mapping may leave it out).
 
+    A string names a :class:`SessionConfig` preset whose ``history`` section builds it
+    (``"recommended"``), as the ``history`` setting of slime and verl does.
+
     Raises:
-        TypeError: ``value`` is not a history, a config or a mapping.
-        ValueError: its ``group_size`` is not ``num_generations``.
+        TypeError: ``value`` is not a history, a config, a mapping or a preset's name.
+        ValueError: its ``group_size`` is not ``num_generations``, or the preset is unknown
+            or has no history section.
     """
+    if isinstance(value, str):
+        section = as_history_section(value)
+        assert section is not None  # a name gives its preset's section, or raises
+        value = build_history(section, num_generations, seed=0)
     if isinstance(value, Mapping):
         value = PromptHistoryConfig.from_mapping({"group_size": num_generations, **value})
     if isinstance(value, PromptHistoryConfig):
         value = PromptHistory(value)
     if not isinstance(value, PromptHistory):
         msg = (
-            "'prompt_history' must be a PromptHistory, a PromptHistoryConfig or a mapping "
+            "'prompt_history' must be a PromptHistory, a PromptHistoryConfig, a mapping or a preset's name "
             f"(got {describe(value)})"
         )
         raise TypeError(msg)

@@ -11,13 +11,13 @@ import numpy as np
 
 from ..._budget import SamplingBudgetConfig
 from ..._config import GroupAdmissionConfig
-from ..._exceptions import CheckpointError
 from ..._history import PromptHistory, PromptId
 from ..._history_config import PromptHistoryConfig
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
 from ..._state_checks import parse_state
+from .._adapter_history import history_metrics, restored_history
 from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
 from .._adapter_step import admission_step, step_metrics
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
@@ -60,7 +60,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         *args: Any,
         admission: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
         budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
-        prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | None = None,
+        prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | str | None = None,
         prompt_id: str | Callable[[Mapping[str, Any]], PromptId] | None = None,
         loss_scale: LossScale = DEFAULT_LOSS_SCALE,
         **kwargs: Any,
@@ -324,7 +324,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         values = step_metrics(self.admission_session, report, prefix="", effective_rate=effective_rate)
         values["informative_rate_before"] = rate_before
         if self.prompt_history is not None:
-            values["prompts_skipped"], values["prompts_forced"] = prompts
+            skipped, forced = prompts
+            step = self.admission_session.step
+            values.update(
+                history_metrics(self.prompt_history, step=step, prefix="", skipped=skipped, forced=forced)
+            )
         for name, value in values.items():
             self._metrics["train"][_PREFIX + name].append(float(value))
 
@@ -355,7 +359,9 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if self._admission_prompts is not None and "prompts" in state:
             self._admission_prompts.load_state_dict(state["prompts"])
         if self.prompt_history is not None and "prompt_history" in state:
-            self.prompt_history = _restored_history(state["prompt_history"], self.prompt_history.config)
+            self.prompt_history = restored_history(
+                state["prompt_history"], self.prompt_history.config, settings="the trainer's"
+            )
         if self._main_sampler is not None and "sampler" in state:
             self._main_sampler.load_state_dict(state["sampler"], skip_trained=not self.args.ignore_data_skip)
 
@@ -374,8 +380,9 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
             a generation batch short of admitted groups is topped up with groups of fresh
             prompts, generated with the same weights, within the budget's hard caps
             (one process only). ``None``: admission masks rejected groups only.
-        prompt_history: A :class:`PromptHistory`, a :class:`PromptHistoryConfig` or a
-            mapping of its fields (``group_size`` defaults to ``num_generations``). Every
+        prompt_history: A :class:`PromptHistory`, a :class:`PromptHistoryConfig`, a
+            mapping of its fields (``group_size`` defaults to ``num_generations``), or a
+            preset's name (``"recommended"``: its ``history`` section). Every
             judged group is observed into it (``trainer.prompt_history``), and the fresh
             prompts of resampling rounds skip the prompts it marks likely-dead, with its
             exploration floor. ``None`` (default): off.
@@ -394,17 +401,6 @@ class AdmissionGRPOTrainer(AdmissionMixin, GRPOTrainer):  # type: ignore[misc]  
 
     .. versionadded:: 0.2.0
     """
-
-
-def _restored_history(state: Mapping[str, Any], config: PromptHistoryConfig) -> PromptHistory:
-    """The checkpoint's history, refused when it was saved under another config."""
-    history = PromptHistory.from_dict(state)
-    if history.config != config:
-        msg = (
-            f"the checkpoint's prompt history was saved with {history.config!r}, not the trainer's {config!r}"
-        )
-        raise CheckpointError(msg)
-    return history
 
 
 def _fill_slots(

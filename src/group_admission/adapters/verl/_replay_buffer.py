@@ -17,10 +17,13 @@ from typing import Any
 from ..._budget import ResamplePlan
 from ..._exceptions import BudgetExhaustedError
 from ..._session import AdmissionSession, AdmissionVerdict, StepReport
+from .._adapter_history import history_metrics
 from .._adapter_step import admission_step, exhausted_message
 from ._checkpoint_state import load_session_state
 from ._groups import GroupRewards, build_group, keys_by_uid, launched_sessions, no_trajectories
-from ._metrics import step_metrics
+from ._metrics import METRIC_PREFIX, step_metrics
+from ._prompt_install import install_prompt_sampler
+from ._prompt_sampler import PROMPT_ID_FIELD, AdmissionPromptSampler
 from ._settings import CANONICAL_REWARD, VerlAdmissionSettings
 from ._verl_imports import ReplayBuffer, SkipManager, plain_container, tq
 
@@ -52,6 +55,9 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
     Attributes:
         session: The :class:`AdmissionSession` (statistics, budget state, checkpointable).
         last_report: The :class:`StepReport` of the latest training step, or ``None``.
+        prompt_sampler: With a ``history`` setting, the :class:`AdmissionPromptSampler` of
+            the trainer's train dataloader (once verl built it), whose history is fed every
+            judged group; else ``None``.
 
     Raises:
         BudgetExhaustedError: from ``sample``, when a step kept nothing, or kept too few
@@ -100,6 +106,13 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         self.last_report: StepReport | None = None
         self._resume_checked = False
         self._largest_group = 0
+        self.prompt_sampler: AdmissionPromptSampler | None = None
+        self._step, self._unnamed = 0, 0
+        if settings.history is not None:
+            install_prompt_sampler(refill_fn, settings.history, settings.num_generations, self._use_sampler)
+
+    def _use_sampler(self, sampler: AdmissionPromptSampler) -> None:
+        self.prompt_sampler = sampler
 
     # -- verl's entry point ----------------------------------------------------------
 
@@ -109,11 +122,29 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         if partition_id == _VALIDATION:
             return self._sample_validation(global_steps, partition_id, batch_size)
         self._resume_once(global_steps)
+        self._step, sampler = global_steps, self.prompt_sampler
+        if sampler is not None:
+            sampler.step = global_steps  # the refills' picks; the step's batch was picked at it too
         # A failed sync, read or refill ends the step too, not to leave it open for the next sample.
         with admission_step(self.session, batch_size) as step:
             kept, plan = self._sample_rounds(partition_id, batch_size)
         self.last_report = step.report
-        return self._finish_step(partition_id, kept, step.report, plan)
+        batch, metrics = self._finish_step(partition_id, kept, step.report, plan)
+        if sampler is not None:
+            sampler.step = global_steps + 1  # the next step's batch is picked before its sample()
+            metrics.update(self._history_metrics(sampler))
+        return batch, metrics
+
+    def _history_metrics(self, sampler: AdmissionPromptSampler) -> dict[str, int | float]:
+        (skipped, forced), unnamed, self._unnamed = sampler.take_counts(), self._unnamed, 0
+        return history_metrics(
+            sampler.history,
+            step=self._step,
+            prefix=METRIC_PREFIX,
+            skipped=skipped,
+            forced=forced,
+            unnamed=unnamed,
+        )
 
     def _sample_rounds(self, partition_id: str, batch_size: int) -> tuple[list[str], ResamplePlan]:
         """Judge groups as they finish; plan and refill each complete round until the target or a cap."""
@@ -153,7 +184,7 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         for a ``failure`` group is ``num_generations`` (else the largest group seen).
         """
         keys = keys_by_uid(self.partitions[partition_id], uids)
-        groups = self._read_groups(partition_id, keys, self.settings.components)
+        groups, prompts = self._read_groups(partition_id, keys, self.settings.components)
         failed = self.failure_keys[partition_id]
         # Finished groups wrote every session verl ran: the size a failed one was launched with.
         finished = [group.sessions for uid, group in groups.items() if uid not in failed]
@@ -164,7 +195,28 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
             group = groups[uid] if uid in groups else no_trajectories(uid, self.settings.components)
             samples = launched_sessions(group.sessions, failed=uid in failed, expected=expected)
             verdicts[uid] = self._judge_group(group, samples)
+        self._observe({uid: verdicts[uid] for uid in groups}, prompts)
         return verdicts
+
+    def _observe(self, verdicts: dict[str, AdmissionVerdict], prompts: dict[str, Any]) -> None:
+        """
+        Feed the judged groups that wrote rows to the prompt history, in prompt order.
+
+        verl's uids are random: observed in uid order, the history's sequence numbers (and
+        so its state) would differ between two runs that judged the same groups.
+        """
+        sampler = self.prompt_sampler
+        if sampler is None:
+            return
+        named = []
+        for uid, verdict in verdicts.items():
+            prompt = prompts.get(uid)
+            if isinstance(prompt, int) and not isinstance(prompt, bool):
+                named.append((prompt, verdict))
+            else:
+                self._unnamed += 1  # an agent loop that dropped the row's prompt id: never observed
+        for prompt, verdict in sorted(named, key=lambda pair: pair[0]):
+            sampler.history.observe(prompt, verdict.decision, step=self._step)
 
     def _judge_group(self, group: GroupRewards, samples: int) -> AdmissionVerdict:
         decision = self.session.policy.evaluate(
@@ -177,21 +229,27 @@ class AdmissionReplayBuffer(ReplayBuffer):  # type: ignore[misc]
 
     def _read_groups(
         self, partition_id: str, keys: dict[str, list[str]], names: tuple[str, ...]
-    ) -> dict[str, GroupRewards]:
+    ) -> tuple[dict[str, GroupRewards], dict[str, Any]]:
+        """Each uid's group, and (with a prompt sampler) the prompt id its first trajectory carries."""
         ordered = [key for uid in sorted(keys) for key in keys[uid]]
         if not ordered:
-            return {}
+            return {}, {}
         # rm_scores always: it is the reward verl trains on, which must be finite (build_group).
         fields = ["extra_fields"] * any(n != CANONICAL_REWARD for n in names) + ["rm_scores"]
+        fields += [PROMPT_ID_FIELD] * (self.prompt_sampler is not None)
         data = tq.kv_batch_get(keys=ordered, partition_id=partition_id, select_fields=fields)
         extra = list(data["extra_fields"]) if "extra_fields" in fields else [None] * len(ordered)
         scores = list(data["rm_scores"])
         rows = dict(zip(ordered, zip(extra, scores, strict=True), strict=True))
         tags = self.partitions[partition_id]
-        return {
+        groups = {
             uid: build_group(uid, uid_keys, [rows[key] for key in uid_keys], names, tags)
             for uid, uid_keys in keys.items()
         }
+        if PROMPT_ID_FIELD not in fields:
+            return groups, {}
+        found = dict(zip(ordered, list(data[PROMPT_ID_FIELD]), strict=True))
+        return groups, {uid: found[uid_keys[0]] for uid, uid_keys in keys.items()}
 
     def _judge_new_groups(self, partition_id: str, judged: set[str]) -> list[str]:
         terminal = self.finished_keys[partition_id] | self.failure_keys[partition_id]

@@ -26,6 +26,7 @@ from ..._validation import (
     int_field,
     real_field,
 )
+from .._adapter_history import history_field
 from .._adapter_runtime import (
     ExhaustionAction,
     as_budget,
@@ -73,6 +74,13 @@ class VerlAdmissionSettings:
             :func:`group_admission.loss_scale`): verl applies it through its actor's
             ``loss_agg_mode``, which the sampler cannot set; docs/adapters/verl.md says what
             to set for each mode (``"target"``, the default: ``seq-mean-token-sum-norm``).
+        history: Skip likely-dead prompts before they are generated: a
+            :class:`PromptHistory` picks the prompts verl's train dataloader yields (each
+            step's batch and every refill), fed every judged group. A preset's name
+            (``recommended``: its ``history`` section) or :class:`PromptHistoryConfig`
+            fields without ``group_size`` (which is ``actor_rollout_ref.rollout.n``;
+            ``seed`` defaults to ``data.seed``). Needs ``data.dataloader_num_workers: 0``.
+            ``None``: verl's own sampler.
 
     .. versionadded:: 0.2.0
     """
@@ -92,6 +100,7 @@ class VerlAdmissionSettings:
     )
     poll_interval: float = real_field(2.0, check_gt(0))
     loss_scale: LossScale = loss_scale_field()
+    history: dict[str, Any] | None = history_field()
 
     @property
     def components(self) -> tuple[str, ...]:

@@ -15,7 +15,18 @@ from ..._loading import install_line
 from .._host_support import import_host
 from ._versions import SUPPORTED_VERSIONS
 
-__all__ = ["CheckpointCallback", "KVBatchMeta", "ReplayBuffer", "SkipManager", "plain_container", "tq"]
+__all__ = [
+    "CheckpointCallback",
+    "KVBatchMeta",
+    "PPOTrainer",
+    "ReplayBuffer",
+    "Sampler",
+    "SkipManager",
+    "StatefulDataLoader",
+    "plain_container",
+    "torch",
+    "tq",
+]
 
 with warnings.catch_warnings():
     # verl warns at import about optional engines (megatron, mindspeed) a CPU host lacks.
@@ -28,11 +39,15 @@ with warnings.catch_warnings():
             install=install_line("verl"),
             versions=SUPPORTED_VERSIONS,
         )
+    import torch
     import transfer_queue as tq
     from omegaconf import DictConfig, ListConfig, OmegaConf
+    from torch.utils.data import Sampler
+    from torchdata.stateful_dataloader import StatefulDataLoader
     from transfer_queue import KVBatchMeta
     from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
     from verl.utils.skip import SkipManager
 
 
