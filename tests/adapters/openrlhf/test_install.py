@@ -17,7 +17,7 @@ import pytest
 from adapters.openrlhf import samples_generator_double
 from adapters.openrlhf.conftest import OPENRLHF_INSTALLED
 from group_admission import GroupAdmissionConfig
-from group_admission.adapters import _host_support
+from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.openrlhf import (
     SETTINGS_ENV,
     SETUP_HOOK,

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from group_admission import GroupAdmissionConfig
-from group_admission.adapters import _host_support
+from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.ragen import (
     STRATEGY_NAME,
     RagenGroupAdmissionFilter,

@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+import group_admission
 from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import roll as roll_adapter
@@ -216,7 +217,7 @@ def test_consecutive_missing_trajectories_stop_the_run() -> None:
     drops(group_filter, [None, *trajectories(1.0)])
 
     with pytest.raises(
-        roll_adapter.ConsecutiveFailedGroupsError, match=r"^2 consecutive .*the ROLL agentic rollout"
+        group_admission.ConsecutiveFailedGroupsError, match=r"^2 consecutive .*the ROLL agentic rollout"
     ):
         drops(group_filter, [None, *trajectories(1.0)])
 

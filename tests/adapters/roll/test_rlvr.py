@@ -17,6 +17,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+import group_admission
 from adapters.roll import roll_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import roll as roll_adapter
@@ -289,7 +290,7 @@ def test_consecutive_external_groups_stop_the_run(adapter: types.ModuleType) -> 
         assert run(adapter, config, [math.nan] * 4) is None
 
     with pytest.raises(
-        roll_adapter.ConsecutiveFailedGroupsError, match=r"^3 consecutive groups .*non_finite_reward x3"
+        group_admission.ConsecutiveFailedGroupsError, match=r"^3 consecutive groups .*non_finite_reward x3"
     ):
         run(adapter, config, [math.nan] * 4)
 

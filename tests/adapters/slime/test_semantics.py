@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+import group_admission
 from adapters.slime import slime_types
 from group_admission import GroupAdmissionPolicy
 from group_admission.adapters import slime as slime_adapter
@@ -371,7 +372,7 @@ class TestConsecutiveFailures:
         for _ in range(2):
             slime_adapter.admission_filter(args, group(None, 1.0))
 
-        with pytest.raises(slime_adapter.ConsecutiveFailedGroupsError) as raised:
+        with pytest.raises(group_admission.ConsecutiveFailedGroupsError) as raised:
             slime_adapter.admission_filter(args, group(math.inf, 1.0))
 
         assert (

@@ -22,13 +22,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..._exceptions import ConfigurationError
-from ..._loading import load_yaml_mapping
-from ..._reasons import RejectionReason
-from ..._stream import AdmissionStream
-from ..._stream_types import StreamVerdict
-from ..._validation import check_count, describe
-from .._host_support import check_versions, find_host
+from ... import AdmissionStream, ConfigurationError, RejectionReason, StreamVerdict
+from .._kit import check_count, check_versions, describe, find_host, load_yaml_mapping
 from ._versions import ADAPTER, SUPPORTED_VERSIONS
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from ..._validation import describe
+from .._kit import describe
 from ._generator import AdmissionGeneratorMixin
 from ._settings import SETTINGS_ENV, OpenRLHFAdmissionSettings, is_inline
 from ._versions import check_openrlhf, import_openrlhf

@@ -14,18 +14,15 @@ from typing import Any
 
 import attrs
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import ConfigurationError
-from ..._limits import DropLimits
-from ..._loading import load_yaml_mapping
-from ..._loss_scale import LossScale
-from ..._validation import check_bool
-from .._adapter_runtime import (
+from ... import ConfigurationError, DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
+from .._kit import (
     ExhaustionAction,
+    LossScale,
     as_budget,
     as_limits,
     as_policy_config,
+    check_bool,
+    load_yaml_mapping,
     loss_scale_field,
     on_exhausted_field,
     settings_from,

@@ -10,15 +10,18 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ..._config import GroupAdmissionConfig
+from ... import AdmissionSession, GroupAdmissionConfig, GroupAdmissionPolicy, loss_scale
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
-from ..._loading import require_extra
-from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale, loss_scale
-from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession
-from ..._validation import check_count, describe
-from .._adapter_runtime import SessionHolder, chunk
-from .._adapter_step import admission_step
+from .._kit import (
+    DEFAULT_LOSS_SCALE,
+    AdapterSession,
+    HoldsAdmission,
+    LossScale,
+    check_count,
+    chunk,
+    describe,
+    require_extra,
+)
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
@@ -275,7 +278,7 @@ def _selection(rollout: Any, strategy: Any) -> RagenSelection | None:
         raise type(exc)(msg) from None
 
 
-class RagenGroupAdmissionFilter(SessionHolder):
+class RagenGroupAdmissionFilter(HoldsAdmission):
     """
     A RAGEN rollout filter: admission gates first, then (optionally) RAGEN's selection.
 
@@ -310,7 +313,8 @@ class RagenGroupAdmissionFilter(SessionHolder):
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
-        self._session = AdmissionSession(policy, host="RAGEN", loss_scale=loss_scale)
+        session = AdmissionSession(policy, host="RAGEN", loss_scale=loss_scale)
+        self.admission = AdapterSession(None, host="RAGEN", session=session)
         self._num_groups = num_groups
         self._selection = selection
         self.empty_batches = 0
@@ -377,14 +381,14 @@ class RagenGroupAdmissionFilter(SessionHolder):
         layout = read_layout(torch, batch, self._num_groups)
         rewards = layout.rewards
         # One step per call: RAGEN generates exactly env_groups groups and never resamples.
-        with admission_step(self._session, self._num_groups) as step:
-            verdicts = self._session.judge_batch(
+        with self.admission.step(self._num_groups) as step:
+            verdicts = self.session.judge_batch(
                 rewards,
                 self._completions(batch, layout),
                 group_keys=list(layout.group_keys),
                 generated_tokens=_decoded_tokens(torch, batch),
             )
-        counts = self._session.step_stats.metrics()
+        counts = self.session.step_stats.metrics()
         with warnings.catch_warnings():
             # One-member groups have no sample std (NaN, as in RAGEN); torch warns about it.
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
@@ -414,7 +418,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
         # The scale RAGEN applies: of the groups kept after its selection, not only the admitted.
         groups = self._num_groups
         metrics[f"{METRIC_PREFIX}loss_scale"] = loss_scale(
-            self._session.loss_scale,
+            self.session.loss_scale,
             trained_groups=kept.numel(),
             target_groups=groups,
             generated_groups=groups,

@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from ..._validation import describe
-from .._host_support import check_versions, host_versions, import_host
+from .._kit import check_versions, describe, host_versions, import_host
 from ._filter import RagenGroupAdmissionFilter
 
 #: The RAGEN commit the adapter is written and tested against (RAGEN has no releases; it is

@@ -6,9 +6,8 @@ import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from ..._metrics import AdmissionStats
-from ..._validation import describe
-from .._adapter_runtime import AdapterSession, GroupInput, SessionRegistry, scalar_reward, settings_from
+from ... import AdmissionStats
+from .._kit import AdapterSession, GroupInput, SessionRegistry, describe, scalar_reward, settings_from
 from ._settings import RollAgenticSettings, RollRLVRSettings, agentic_settings, rlvr_settings
 
 #: Prefix of the admission metrics written into kept groups' ``meta_info["metrics"]``.

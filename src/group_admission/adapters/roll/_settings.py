@@ -8,11 +8,8 @@ from typing import Any
 
 import attrs
 
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import ConfigurationError
-from ..._limits import DropLimits
-from ..._loading import load_yaml_mapping, parse_yaml
-from ..._validation import (
+from ... import ConfigurationError, DropLimits, GroupAdmissionConfig, parse_yaml
+from .._kit import (
     check_ge,
     check_int,
     check_names_in,
@@ -21,14 +18,13 @@ from ..._validation import (
     check_real,
     deprecated,
     describe,
-)
-from .._adapter_runtime import (
     failed_streak_field,
+    host_versions,
+    load_yaml_mapping,
     scalar_policy_config,
     settings_from,
     to_str_tuple,
 )
-from .._host_support import host_versions
 
 #: The ROLL commit the adapter was checked against. ROLL's package version is no range to
 #: check (v0.2.0 and v0.2.1 call themselves 0.1.0); the tags that work are in the docs.

@@ -11,9 +11,7 @@ docs/adapters/slime.md.
 
 from __future__ import annotations
 
-from ..._exceptions import ConsecutiveFailedGroupsError
-from ..._host_rules.slime import should_drop
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._hooks import (
     SUPPORTED_VERSIONS,
     DynamicFilterOutput,
@@ -32,7 +30,6 @@ from ._streaming_settings import SlimeStreamingSettings
 __all__ = [
     "STREAMING_SUPPORTED_VERSIONS",
     "SUPPORTED_VERSIONS",
-    "ConsecutiveFailedGroupsError",
     "DynamicFilterOutput",
     "SlimeAdmissionSettings",
     "SlimeStreamingSettings",
@@ -44,7 +41,6 @@ __all__ = [
     "log_rollout_metrics",
     "record_all_samples",
     "reset",
-    "should_drop",
     "streaming_rollout",
 ]
 

@@ -9,17 +9,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import CheckpointError
-from ..._history import PromptHistory, PromptId
-from ..._history_config import PromptHistoryConfig
-from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
-from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
-from ..._state_checks import parse_state
-from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
-from .._adapter_step import admission_step, step_metrics
+from ... import (
+    AdmissionSession,
+    BatchAdmissionVerdict,
+    CheckpointError,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SamplingBudgetConfig,
+    StepReport,
+    parse_state,
+)
+from .._kit import (
+    DEFAULT_LOSS_SCALE,
+    UNSUMMABLE_REWARD,
+    LossScale,
+    PromptId,
+    admission_step,
+    chunk,
+    step_metrics,
+)
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds

@@ -13,26 +13,22 @@ from typing import Any
 
 import attrs
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._limits import DropLimits
-from ..._loading import from_mapping
-from ..._loss_scale import LossScale
-from ..._validation import (
+from ... import DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
+from .._kit import (
+    ExhaustionAction,
+    LossScale,
+    as_budget,
+    as_limits,
+    as_policy_config,
     check_ge,
     check_gt,
     check_optional,
     describe,
+    from_mapping,
     int_field,
-    real_field,
-)
-from .._adapter_runtime import (
-    ExhaustionAction,
-    as_budget,
-    as_limits,
-    as_policy_config,
     loss_scale_field,
     on_exhausted_field,
+    real_field,
     token_ids_only,
 )
 

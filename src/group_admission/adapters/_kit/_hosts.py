@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from types import MappingProxyType, ModuleType
 
-from .._validation import describe
+from ..._validation import describe
 
 __all__ = ["check_versions", "find_host", "host_versions", "import_host", "publish"]
 
