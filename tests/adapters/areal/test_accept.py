@@ -129,5 +129,5 @@ def test_the_import_path_reads_its_settings_from_the_environment(
     assert areal.current_admission().stream.settings.window_groups == 5
 
     monkeypatch.setenv(SETTINGS_ENV, "{not json")
-    with pytest.raises(ConfigurationError, match=f"'{SETTINGS_ENV}' must hold valid JSON"):
+    with pytest.raises(ConfigurationError, match=f"'{SETTINGS_ENV}' must hold valid inline JSON or YAML"):
         areal.should_accept(trajectory([1.0, 0.0]))

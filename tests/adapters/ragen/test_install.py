@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from group_admission import GroupAdmissionConfig
+from group_admission.adapters._kit import InstallOnImport as _InstallOnImport
 from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.ragen import (
     STRATEGY_NAME,
@@ -27,7 +28,6 @@ from group_admission.adapters.ragen import (
     uninstall,
     worker_process_setup_hook,
 )
-from group_admission.adapters.ragen._install import _InstallOnImport
 
 from .ragen_types import Config, RayAgentTrainer, StockRolloutFilter, base_config, make_batch
 

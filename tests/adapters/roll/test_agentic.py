@@ -322,7 +322,7 @@ BAD = [
     (
         "[1, 2]",
         ValueError,
-        "'GROUP_ADMISSION_ROLL_CONFIG' must hold a YAML mapping or a YAML file path "
+        "'GROUP_ADMISSION_ROLL_CONFIG' must hold a mapping of settings, inline or in a file "
         "(got [1, 2] of type list)",
     ),
     ("policy: {min_reward_std: 1e-6x}", TypeError, "'min_reward_std' must be a real number (got '1e-6x')"),
@@ -345,7 +345,7 @@ BAD = [
     (
         "key: [unclosed",
         ValueError,
-        "'GROUP_ADMISSION_ROLL_CONFIG' is neither a YAML file path nor valid inline YAML",
+        "'GROUP_ADMISSION_ROLL_CONFIG' must hold valid inline JSON or YAML, or a file path (got neither",
     ),
     (
         "/no/such/admission.yaml",

@@ -8,6 +8,7 @@ inline JSON, inline YAML, or the path of a ``.json`` or YAML file.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -39,7 +40,8 @@ def read_settings_env(name: str, value: str | None) -> Mapping[str, Any] | None:
 
     Raises:
         ConfigurationError: the text is neither valid JSON nor valid YAML, or it does not
-            hold a mapping; the message names ``name``.
+            hold a mapping; the message names ``name``. One type for every such mistake,
+            whichever host reads the variable.
         FileNotFoundError: the file does not exist.
         ImportError: YAML is needed and PyYAML is not installed (with the pip line).
     """
@@ -51,8 +53,8 @@ def read_settings_env(name: str, value: str | None) -> Mapping[str, Any] | None:
     else:
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
-            data = parse_yaml(text, source=name)
+        except json.JSONDecodeError as exc:
+            data = _inline_yaml(name, text, exc)
     if data is None:
         return None
     if not isinstance(data, Mapping):
@@ -61,10 +63,22 @@ def read_settings_env(name: str, value: str | None) -> Mapping[str, Any] | None:
     return data
 
 
+def _inline_yaml(name: str, text: str, json_error: json.JSONDecodeError) -> Any:
+    """``text`` read as YAML, once it is not JSON; JSON's error alone where PyYAML is missing."""
+    if importlib.util.find_spec("yaml") is None:
+        msg = f"'{name}' must hold valid JSON, or YAML with PyYAML installed (got invalid JSON: {json_error})"
+        raise ConfigurationError(msg)
+    try:
+        return parse_yaml(text, source=name)
+    except ConfigurationError as exc:
+        msg = f"'{name}' must hold valid inline JSON or YAML, or a file path (got neither: {exc})"
+        raise ConfigurationError(msg) from None
+
+
 def _read_json_file(name: str, path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         try:
             return json.load(handle)
         except json.JSONDecodeError as exc:
-            msg = f"'{name}' names '{path}', which is not valid JSON ({exc})"
+            msg = f"'{name}' must name a file of valid JSON (got invalid '{path}': {exc})"
             raise ConfigurationError(msg) from None
