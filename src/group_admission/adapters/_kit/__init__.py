@@ -55,7 +55,7 @@ from ..._validation import (
     real_field,
 )
 from ._env import is_inline, read_settings_env
-from ._hosts import check_versions, find_host, host_versions, import_host, publish
+from ._hosts import check_versions, find_host, host_versions, import_host, moved_names, publish
 from ._install import InstallOnImport, install_on_import
 from ._runtime import (
     EXHAUSTION_ACTIONS,
@@ -144,6 +144,7 @@ __all__ = [
     "load_yaml_mapping",
     "log_metrics",
     "loss_scale_field",
+    "moved_names",
     "on_exhausted_field",
     "probability_field",
     "publish",

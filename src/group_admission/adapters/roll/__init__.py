@@ -9,6 +9,7 @@ in ROLL's YAML. ``import group_admission`` never imports ROLL. See docs/adapters
 
 from __future__ import annotations
 
+from .._kit import moved_names as _moved_names
 from .._kit import publish as _publish
 from ._hooks import METRIC_PREFIX, AdmissionGroupFilter, admission_stats, query_filter, reset
 from ._loop import ROLL_IMPORTABLE, AdmissionRolloutLoop
@@ -34,5 +35,11 @@ __all__ = [
     "query_filter",
     "reset",
 ]
+
+#: Exported by 0.1.0, defined elsewhere: they warn until the deprecation release.
+__getattr__ = _moved_names(
+    __name__,
+    {"ConsecutiveFailedGroupsError": "group_admission.ConsecutiveFailedGroupsError"},
+)
 
 _publish(__name__)

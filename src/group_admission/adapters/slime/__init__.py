@@ -11,6 +11,7 @@ docs/adapters/slime.md.
 
 from __future__ import annotations
 
+from .._kit import moved_names as _moved_names
 from .._kit import publish as _publish
 from ._hooks import (
     SUPPORTED_VERSIONS,
@@ -43,5 +44,14 @@ __all__ = [
     "reset",
     "streaming_rollout",
 ]
+
+#: Exported by 0.1.0, defined elsewhere: they warn until the deprecation release.
+__getattr__ = _moved_names(
+    __name__,
+    {
+        "ConsecutiveFailedGroupsError": "group_admission.ConsecutiveFailedGroupsError",
+        "should_drop": "group_admission._host_rules.slime.should_drop",
+    },
+)
 
 _publish(__name__)
