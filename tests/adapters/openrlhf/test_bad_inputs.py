@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from group_admission import ConfigurationError, GroupAdmissionPolicy
+from group_admission import ConfigurationError, GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters.openrlhf import (
     SETTINGS_ENV,
     OpenRLHFAdmissionSettings,
@@ -185,3 +185,13 @@ def test_odd_response_lengths_count_no_tokens_or_their_value(length: Any) -> Non
     group = read_group([_Row([0.0], response_length=length), _Row([1.0], response_length=[4])], ("scores",))
 
     assert group.generated_tokens == (6 if length == [2.0] else 4)
+
+
+def test_the_recommended_block_fills_the_settings() -> None:
+    settings = OpenRLHFAdmissionSettings.from_env('{"preset": "recommended", "metrics_in_info": false}')
+    config = SessionConfig.preset("recommended")
+
+    assert settings.policy == config.policy
+    assert settings.loss_scale == config.loss_scale
+    assert settings.budget == config.budget
+    assert settings.metrics_in_info is False

@@ -79,10 +79,12 @@ from ._runtime import (
     on_exhausted_field,
     scalar_policy_config,
     scalar_reward,
+    session_config_of,
     settings_from,
     settings_key,
     to_str_tuple,
     token_ids_only,
+    unpack_block,
 )
 from ._step import OpenStep, admission_step, exhausted_message, log_metrics, step_metrics, stream_step_metrics
 
@@ -153,10 +155,12 @@ __all__ = [
     "require_extra",
     "scalar_policy_config",
     "scalar_reward",
+    "session_config_of",
     "settings_from",
     "settings_key",
     "step_metrics",
     "stream_step_metrics",
     "to_str_tuple",
     "token_ids_only",
+    "unpack_block",
 ]

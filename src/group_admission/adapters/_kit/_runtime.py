@@ -433,6 +433,39 @@ def _with_preset(cls: type, raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def session_config_of(value: Any) -> SessionConfig | None:
+    """
+    ``value`` as a :class:`SessionConfig` when it is one or a block naming a ``preset``, else ``None``.
+
+    For hosts whose admission argument also takes a policy or its config: a
+    ``{"preset": "recommended", ...}`` mapping is the whole block.
+    """
+    if isinstance(value, SessionConfig):
+        return value
+    if isinstance(value, Mapping) and "preset" in value:
+        return SessionConfig.from_mapping(value)
+    return None
+
+
+def unpack_block(
+    policy: Any, *, budget: Any = None, limits: Any = None, loss_scale: LossScale = DEFAULT_LOSS_SCALE
+) -> tuple[Any, Any, Any, LossScale]:
+    """
+    A hook's ``(policy, budget, limits, loss_scale)`` arguments, reading ``policy`` as a block if it is one.
+
+    For hook objects whose ``policy`` argument may also be a :class:`SessionConfig` (or a
+    ``preset`` block): its sections fill the other arguments left at their defaults; its
+    budget counts as given only when it differs from the defaults (no resampling).
+    """
+    block = session_config_of(policy)
+    if block is None:
+        return policy, budget, limits, loss_scale
+    if budget is None and block.budget != SamplingBudgetConfig():
+        budget = block.budget
+    scale = block.loss_scale if loss_scale == DEFAULT_LOSS_SCALE else loss_scale
+    return block.policy, budget, block.limits if limits is None else limits, scale
+
+
 def settings_from(cls: type[R], raw: Any, source: str, *, where: str | None = None) -> R:
     """
     Build ``cls`` from a raw mapping (``None``: defaults); errors name ``source`` (or ``where``).

@@ -24,6 +24,7 @@ from ... import (
     SamplingBudgetConfig,
     SamplingBudgetController,
     SamplingBudgetState,
+    SessionConfig,
     StepLifecycleError,
     StepReport,
 )
@@ -35,6 +36,7 @@ from .._kit import (
     coerce_instance,
     describe,
     host_versions,
+    unpack_block,
 )
 
 #: The twinkle version the adapter is written and tested against: the Challenger of pull
@@ -119,7 +121,9 @@ class ChallengerAdmission(HoldsAdmission):
 
     Args:
         policy: The admission policy (or a config / mapping for one; ``None`` admits every
-            group with finite rewards).
+            group with finite rewards), or a whole :class:`SessionConfig` block
+            (``{"preset": "recommended"}``): its policy, limits, loss scale and, when it
+            resamples, budget.
         budget: The sampling budget (a controller, config or mapping), or ``None``.
             ``max_resample_rounds`` (>= 1) bounds the hand-offs per batch after the first.
         tokens_of: Returns the generated tokens of one trajectory; required when the
@@ -133,11 +137,12 @@ class ChallengerAdmission(HoldsAdmission):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         tokens_of: Callable[[Trajectory], int] | None = None,
     ) -> None:
+        policy, budget, limits, loss_scale = unpack_block(policy, budget=budget)
         # Named as the Challenger's keyword (GroupAdmissionChallengerMixin) names it.
         judge = coerce_instance(
             policy, GroupAdmissionPolicy, GroupAdmissionConfig, name="group_admission_policy"
@@ -145,7 +150,9 @@ class ChallengerAdmission(HoldsAdmission):
         if tokens_of is not None and not callable(tokens_of):
             msg = f"'tokens_of' must be a callable tokens_of(trajectory) -> int (got {describe(tokens_of)})"
             raise TypeError(msg)
-        session = AdmissionSession(judge, budget=budget, host="twinkle Challenger")
+        session = AdmissionSession(
+            judge, budget=budget, limits=limits, host="twinkle Challenger", loss_scale=loss_scale
+        )
         self.admission = AdapterSession(None, host="twinkle Challenger", session=session)
         self._budgeted = budget is not None
         config = self.session.controller.config

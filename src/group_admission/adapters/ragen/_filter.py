@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ... import AdmissionSession, GroupAdmissionConfig, GroupAdmissionPolicy, loss_scale
+from ... import AdmissionSession, GroupAdmissionConfig, GroupAdmissionPolicy, SessionConfig, loss_scale
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
 from .._kit import (
     DEFAULT_LOSS_SCALE,
@@ -21,11 +21,12 @@ from .._kit import (
     chunk,
     describe,
     require_extra,
+    unpack_block,
 )
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
-_SETTINGS_KEYS = ("policy", "selection")
+_SETTINGS_KEYS = ("preset", "policy", "selection")
 _WHERE = "actor_rollout_ref.rollout.group_admission"
 # RAGEN's config key (under actor_rollout_ref.rollout) and default for each selection field.
 _SELECTION_KEYS = {
@@ -287,7 +288,8 @@ class RagenGroupAdmissionFilter(HoldsAdmission):
     place, as RAGEN does) and returns ``(batch, metrics)`` with RAGEN's metric names.
 
     Args:
-        policy: The admission policy (or a config / mapping for one). ``None`` admits every
+        policy: The admission policy (or a config / mapping for one), or a
+            :class:`SessionConfig` block (its policy and limits). ``None`` admits every
             group with finite rewards.
         num_groups: Groups per batch (RAGEN's ``es_manager.train.env_groups``).
         selection: RAGEN's selection among the admitted groups; ``None`` keeps them all.
@@ -303,7 +305,7 @@ class RagenGroupAdmissionFilter(HoldsAdmission):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         num_groups: int,
         selection: RagenSelection | None = None,
@@ -313,7 +315,9 @@ class RagenGroupAdmissionFilter(HoldsAdmission):
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
-        session = AdmissionSession(policy, host="RAGEN", loss_scale=loss_scale)
+        # RAGEN applies its own filter_loss_scaling: a block's loss scale does not change it.
+        policy, _, limits, _ = unpack_block(policy)
+        session = AdmissionSession(policy, limits=limits, host="RAGEN", loss_scale=loss_scale)
         self.admission = AdapterSession(None, host="RAGEN", session=session)
         self._num_groups = num_groups
         self._selection = selection
@@ -361,6 +365,10 @@ class RagenGroupAdmissionFilter(HoldsAdmission):
         policy_settings = settings.get("policy") or {}
         if isinstance(policy_settings, (str, os.PathLike)):
             policy_settings = GroupAdmissionConfig.from_yaml(policy_settings)
+        if "preset" in settings:  # a SessionConfig block: the preset's policy, then the block's
+            policy_settings = SessionConfig.from_mapping(
+                {"preset": settings["preset"], "policy": policy_settings}
+            ).policy
         groups = check_count(config.es_manager.train.env_groups, "es_manager.train.env_groups", 1)
         return cls(
             GroupAdmissionPolicy(policy_settings, logger=logger),

@@ -25,6 +25,7 @@ from ... import (
     ResamplePlan,
     SamplingBudgetConfig,
     SamplingBudgetController,
+    SessionConfig,
     StepReport,
 )
 from .._kit import (
@@ -37,6 +38,7 @@ from .._kit import (
     chunk,
     describe,
     step_metrics,
+    unpack_block,
 )
 from ._rows import UNSUMMABLE_REWARD, RowRewards
 from ._versions import import_twinkle
@@ -106,7 +108,8 @@ class TwinkleGroupAdmission(HoldsAdmission):
 
     Args:
         policy: The admission policy (or a config / mapping for one; ``None`` admits every
-            group with finite rewards).
+            group with finite rewards), or a whole :class:`SessionConfig` block
+            (``{"preset": "recommended"}``) whose sections fill the arguments not given.
         num_generations: G, the completions per prompt (>= 2).
         budget: The sampling budget for resampling rounds (a controller, config or mapping),
             or ``None``: no resampling.
@@ -128,7 +131,7 @@ class TwinkleGroupAdmission(HoldsAdmission):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         num_generations: int,
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
@@ -137,6 +140,9 @@ class TwinkleGroupAdmission(HoldsAdmission):
         advantage_fn: Callable[..., Any] | None = None,
         loss_scale: LossScale = DEFAULT_LOSS_SCALE,
     ) -> None:
+        policy, budget, limits, loss_scale = unpack_block(
+            policy, budget=budget, limits=limits, loss_scale=loss_scale
+        )
         self._num_generations = check_count(num_generations, "num_generations", 2)
         check_choice(scale, "scale", _SCALES)
         if advantage_fn is not None and not callable(advantage_fn):
