@@ -449,7 +449,7 @@ def session_config_of(value: Any) -> SessionConfig | None:
 
 def unpack_block(
     policy: Any, *, budget: Any = None, limits: Any = None, loss_scale: LossScale = DEFAULT_LOSS_SCALE
-) -> tuple[Any, Any, Any, LossScale]:
+) -> tuple[GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None, Any, Any, LossScale]:
     """
     A hook's ``(policy, budget, limits, loss_scale)`` arguments, reading ``policy`` as a block if it is one.
 
