@@ -197,11 +197,6 @@ class AdapterSession(Generic[S]):
         self._warned: set[str] = set()
 
     @property
-    def policy(self) -> GroupAdmissionPolicy:
-        """The admission policy."""
-        return self.session.policy
-
-    @property
     def stats(self) -> AdmissionStats:
         """A copy of the admission counts over the session's life."""
         return self.session.stats
@@ -266,7 +261,7 @@ class HoldsAdmission:
     @property
     def policy(self) -> GroupAdmissionPolicy:
         """The admission policy."""
-        return self.admission.policy
+        return self.admission.session.policy
 
     @property
     def stats(self) -> AdmissionStats:

@@ -26,6 +26,7 @@ from .._kit import (
     DEFAULT_LOSS_SCALE,
     UNSUMMABLE_REWARD,
     AdapterSession,
+    HoldsAdmission,
     LossScale,
     PromptId,
     admission_step,
@@ -61,7 +62,7 @@ def _completion_text(completion: Any) -> str:
     return "".join(str(turn.get("content", "")) for turn in completion)
 
 
-class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by mypy
+class AdmissionMixin(HoldsAdmission, _Base):  # type: ignore[misc]  # TRL is not followed by mypy
     """
     Group admission and bounded resampling for any ``GRPOTrainer`` subclass.
 
@@ -119,13 +120,8 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
 
     @property
     def admission_session(self) -> AdmissionSession:
-        """The :class:`AdmissionSession` that judges, counts and plans."""
+        """The :class:`AdmissionSession` that judges, counts and plans (also :attr:`session`)."""
         return self.admission.session
-
-    @property
-    def last_report(self) -> StepReport | None:
-        """The :class:`StepReport` of the latest training step (``None`` before one)."""
-        return self.admission.last_report
 
     def _check_gate_on(self, gate_on: tuple[str, ...] | None) -> None:
         names = list(self.reward_func_names)
