@@ -24,6 +24,7 @@ from group_admission import (
     SamplingBudgetController,
 )
 from group_admission._validation import DEPRECATIONS_REMOVED_IN
+from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.roll import RollAgenticSettings
 
 ROOT = Path(__file__).parents[1]
@@ -107,6 +108,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "observe_round(state, decisions_or_stats)": _legacy_observe,
     "RollAgenticSettings(max_drop_ratio=)": lambda: RollAgenticSettings(max_drop_ratio=0.25),
     "RollAgenticSettings.max_drop_ratio": lambda: RollAgenticSettings().max_drop_ratio,
+    "adapters.slime.ConsecutiveFailedGroupsError": lambda: slime_adapter.ConsecutiveFailedGroupsError,
 }
 
 

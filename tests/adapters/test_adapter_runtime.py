@@ -6,8 +6,7 @@ import attrs
 import pytest
 
 from group_admission import AdmissionSession, GroupAdmissionConfig, SamplingBudgetConfig
-from group_admission.adapters._adapter_runtime import as_budget, token_ids_only
-from group_admission.adapters._adapter_step import stream_step_metrics
+from group_admission.adapters._kit import as_budget, stream_step_metrics, token_ids_only
 
 
 def _short_stream() -> tuple[AdmissionSession, object, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from group_admission import AdmissionSession, StepLifecycleError
-from group_admission.adapters._adapter_step import admission_step, exhausted_message, log_metrics
+from group_admission.adapters._kit import admission_step, exhausted_message, log_metrics
 
 
 def test_the_step_is_ended_and_its_report_kept() -> None:

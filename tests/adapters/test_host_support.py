@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from group_admission.adapters import _host_support
-from group_admission.adapters._host_support import (
+from group_admission.adapters._kit import _hosts as _host_support
+from group_admission.adapters._kit import (
     check_versions,
     find_host,
     host_versions,

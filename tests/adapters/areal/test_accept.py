@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import ConfigurationError
+from group_admission import ConfigurationError, SessionConfig
 from group_admission.adapters import areal
 from group_admission.adapters.areal import PARTIAL_GROUP, SETTINGS_ENV, AReaLAdmission
 
@@ -129,5 +129,15 @@ def test_the_import_path_reads_its_settings_from_the_environment(
     assert areal.current_admission().stream.settings.window_groups == 5
 
     monkeypatch.setenv(SETTINGS_ENV, "{not json")
-    with pytest.raises(ConfigurationError, match=f"'{SETTINGS_ENV}' must hold valid JSON"):
+    with pytest.raises(ConfigurationError, match=f"'{SETTINGS_ENV}' must hold valid inline JSON or YAML"):
         areal.should_accept(trajectory([1.0, 0.0]))
+
+
+def test_the_recommended_block_builds_the_stream() -> None:
+    block = {"preset": "recommended", "group_size": 4}
+
+    admission = areal.AReaLAdmission(block)
+
+    assert admission.stream.session.policy.config == SessionConfig.preset("recommended").policy
+    assert admission(trajectory([1.0, 0.0, 0.0, 0.0]))
+    assert not admission(trajectory([1.0, 1.0, 1.0, 1.0]))

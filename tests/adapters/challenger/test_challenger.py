@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import AdmissionStats, GroupAdmissionConfig, GroupAdmissionPolicy, SamplingBudgetConfig
+from group_admission import (
+    AdmissionStats,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    SamplingBudgetConfig,
+    SessionConfig,
+)
 from group_admission.adapters.challenger import (
     ChallengerAdmission,
     GroupAdmissionChallengerMixin,
@@ -749,3 +755,17 @@ def test_trajectories_may_be_any_mapping():
     )
 
     assert 1 == len(kept)
+
+
+def test_the_recommended_block_builds_the_hand_off_session():
+    block = {"preset": "recommended", "limits": {"max_consecutive_failed_groups": 3}}
+    config = SessionConfig.from_mapping(block)
+
+    hook = ChallengerAdmission(block)
+
+    assert hook.policy.config == config.policy
+    assert hook.session.limits == config.limits
+    assert hook.controller is None  # the preset does not resample
+    kept = hook.admitted_groups([group(1.0, 0.0), group(1.0, 1.0)], Counter())
+    assert len(kept) == 1
+    assert hook.stats.candidates == 2

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from group_admission import ConfigurationError, GroupAdmissionPolicy
+from group_admission import ConfigurationError, GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters.openrlhf import (
     SETTINGS_ENV,
     OpenRLHFAdmissionSettings,
@@ -93,16 +93,17 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "'metrics_in_info' must be a bool (got 1)",
     ),
     (
-        "invalid inline JSON",
-        lambda: OpenRLHFAdmissionSettings.from_env("{policy: 1}"),
+        "inline text neither JSON nor YAML",
+        lambda: OpenRLHFAdmissionSettings.from_env("{policy: [1"),
         ConfigurationError,
-        "'GROUP_ADMISSION_OPENRLHF' must hold valid JSON (got invalid inline JSON: Expecting property name",
+        "'GROUP_ADMISSION_OPENRLHF' must hold valid inline JSON or YAML, or a file path (got neither",
     ),
     (
         "JSON that is not a mapping",
         lambda: OpenRLHFAdmissionSettings.from_env("[1, 2]"),
-        TypeError,
-        "the GROUP_ADMISSION_OPENRLHF settings must be a mapping (got [1, 2] of type list)",
+        ConfigurationError,
+        "'GROUP_ADMISSION_OPENRLHF' must hold a mapping of settings, inline or in a file "
+        "(got [1, 2] of type list)",
     ),
     (
         "a missing settings file",
@@ -139,7 +140,7 @@ def test_invalid_settings_in_a_file_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "admission.json"
     path.write_text("{not json")
 
-    expected = f"'GROUP_ADMISSION_OPENRLHF' must hold valid JSON (got invalid '{path}'"
+    expected = f"'GROUP_ADMISSION_OPENRLHF' must name a file of valid JSON (got invalid '{path}'"
     with pytest.raises(ConfigurationError, match=re.escape(expected)):
         OpenRLHFAdmissionSettings.from_env(str(path))
 
@@ -184,3 +185,13 @@ def test_odd_response_lengths_count_no_tokens_or_their_value(length: Any) -> Non
     group = read_group([_Row([0.0], response_length=length), _Row([1.0], response_length=[4])], ("scores",))
 
     assert group.generated_tokens == (6 if length == [2.0] else 4)
+
+
+def test_the_recommended_block_fills_the_settings() -> None:
+    settings = OpenRLHFAdmissionSettings.from_env('{"preset": "recommended", "metrics_in_info": false}')
+    config = SessionConfig.preset("recommended")
+
+    assert settings.policy == config.policy
+    assert settings.loss_scale == config.loss_scale
+    assert settings.budget == config.budget
+    assert settings.metrics_in_info is False

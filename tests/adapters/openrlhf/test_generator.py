@@ -326,3 +326,17 @@ def test_a_base_without_openrlhfs_module_is_refused() -> None:
     expected = r"'AdmissionElsewhere' must derive from OpenRLHF's SamplesGenerator \(openrlhf>=0.11.2"
     with pytest.raises(TypeError, match=expected + r".*\(got bases \['Elsewhere'\]\)"):
         run(gen, ["p"], 1)
+
+
+def test_the_recommended_block_in_the_environment_builds_the_session(
+    host: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use(monkeypatch, {"preset": "recommended"})
+    script = {"tied": {"scores": [0.5] * 4}, "spread": {"scores": [0.0, 1.0, 1.0, 0.0]}}
+    gen = generator(admission_generator_class(host.SamplesGenerator), script, n=4)
+
+    experiences, _, _ = run(gen, list(script), 2)
+
+    assert {e.prompts[0] for e in experiences} == {"spread"}
+    assert gen.last_admission_metrics[f"{METRIC_PREFIX}step/exact_dead_group_count"] == 1
+    assert gen.last_admission_metrics[f"{METRIC_PREFIX}loss_scale"] == pytest.approx(0.5)

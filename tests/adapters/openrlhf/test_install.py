@@ -17,7 +17,8 @@ import pytest
 from adapters.openrlhf import samples_generator_double
 from adapters.openrlhf.conftest import OPENRLHF_INSTALLED
 from group_admission import GroupAdmissionConfig
-from group_admission.adapters import _host_support
+from group_admission.adapters._kit import InstallOnImport
+from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.openrlhf import (
     SETTINGS_ENV,
     SETUP_HOOK,
@@ -123,7 +124,7 @@ def test_the_worker_hook_installs_when_openrlhf_is_imported(
     worker_process_setup_hook()  # a second call adds no second finder
 
     assert GENERATOR not in sys.modules
-    assert sum(isinstance(f, _install._InstallOnImport) for f in sys.meta_path) == 1
+    assert sum(isinstance(f, InstallOnImport) for f in sys.meta_path) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         trainer = importlib.import_module(SYNC)

@@ -17,7 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy
+from group_admission import GroupAdmissionConfig, GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters.ragen import RagenGroupAdmissionFilter, RagenSelection
 
 from .ragen_types import RayAgentTrainer, base_config, make_batch
@@ -481,3 +481,17 @@ def test_one_member_groups_follow_ragen_nan_std():
 
     assert 2 == len(out)
     assert math.isnan(metrics["rollout/in_group_reward_std"].item())
+
+
+def test_the_recommended_block_gives_the_filter_its_policy():
+    block = {"preset": "recommended", "policy": {"min_reward_range": 0.5}}
+    config = SessionConfig.from_mapping(block)
+
+    built = RagenGroupAdmissionFilter.from_config(base_config(group_admission=block))
+    direct = RagenGroupAdmissionFilter(config, num_groups=4)
+
+    assert built.policy.config == direct.policy.config == config.policy
+    assert direct.session.limits == config.limits
+    direct.filter(make_batch(BINARY, group_ids=_groups(4, 4)))
+    assert direct.last_report is not None
+    assert direct.last_report.generated_groups == 4

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from group_admission import GroupAdmissionConfig
-from group_admission.adapters import _host_support
+from group_admission.adapters._kit import InstallOnImport as _InstallOnImport
+from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.ragen import (
     STRATEGY_NAME,
     RagenGroupAdmissionFilter,
@@ -27,7 +28,6 @@ from group_admission.adapters.ragen import (
     uninstall,
     worker_process_setup_hook,
 )
-from group_admission.adapters.ragen._install import _InstallOnImport
 
 from .ragen_types import Config, RayAgentTrainer, StockRolloutFilter, base_config, make_batch
 
@@ -329,7 +329,7 @@ class TestFromConfig:
                 {},
                 ValueError,
                 "unknown key(s) ['polcy'] in 'actor_rollout_ref.rollout.group_admission' "
-                "(known: policy, selection)",
+                "(known: preset, policy, selection)",
             ),
             (
                 {"selection": "top_q"},

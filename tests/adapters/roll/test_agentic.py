@@ -15,8 +15,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+import group_admission
 from adapters.roll import roll_types
-from group_admission import GroupAdmissionPolicy
+from group_admission import GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters import roll as roll_adapter
 from group_admission.adapters.roll._hooks import read_trajectories
 from strategies import configs, floats
@@ -216,7 +217,7 @@ def test_consecutive_missing_trajectories_stop_the_run() -> None:
     drops(group_filter, [None, *trajectories(1.0)])
 
     with pytest.raises(
-        roll_adapter.ConsecutiveFailedGroupsError, match=r"^2 consecutive .*the ROLL agentic rollout"
+        group_admission.ConsecutiveFailedGroupsError, match=r"^2 consecutive .*the ROLL agentic rollout"
     ):
         drops(group_filter, [None, *trajectories(1.0)])
 
@@ -235,9 +236,9 @@ def test_decisions_equal_the_policy_on_the_same_rewards(config: Any, scores: lis
 
     dropped = drops(group_filter, group)
     expected = GroupAdmissionPolicy(config).evaluate(scores, rollout_ids=range(len(scores)), group_key=(0, 0))
-    read = read_trajectories(group, texts=group_filter._runtime.texts)
+    read = read_trajectories(group, texts=group_filter.admission.texts)
     read.group_key = (0, 0)
-    decision = read.evaluate(group_filter._runtime.session.policy)
+    decision = read.evaluate(group_filter.admission.session.policy)
 
     assert expected.to_dict() == decision.to_dict()
     assert expected.admitted is not dropped
@@ -321,7 +322,7 @@ BAD = [
     (
         "[1, 2]",
         ValueError,
-        "'GROUP_ADMISSION_ROLL_CONFIG' must hold a YAML mapping or a YAML file path "
+        "'GROUP_ADMISSION_ROLL_CONFIG' must hold a mapping of settings, inline or in a file "
         "(got [1, 2] of type list)",
     ),
     ("policy: {min_reward_std: 1e-6x}", TypeError, "'min_reward_std' must be a real number (got '1e-6x')"),
@@ -344,7 +345,7 @@ BAD = [
     (
         "key: [unclosed",
         ValueError,
-        "'GROUP_ADMISSION_ROLL_CONFIG' is neither a YAML file path nor valid inline YAML",
+        "'GROUP_ADMISSION_ROLL_CONFIG' must hold valid inline JSON or YAML, or a file path (got neither",
     ),
     (
         "/no/such/admission.yaml",
@@ -417,3 +418,12 @@ def test_the_docs_name_the_commit_the_doubles_mirror() -> None:
 
     assert roll_types.UPSTREAM_COMMIT in page
     assert f"alibaba/ROLL@{roll_types.UPSTREAM_COMMIT}" == roll_adapter.SUPPORTED_VERSIONS["roll"]
+
+
+def test_the_recommended_block_builds_the_filters_session() -> None:
+    group_filter = make_filter("preset: recommended\nmax_rejection_ratio: null")
+
+    assert not drops(group_filter, trajectories(1.0, 0.0, 1.0, 0.0))
+    assert drops(group_filter, trajectories(1.0, 1.0, 1.0, 1.0))
+    assert group_filter.policy.config == SessionConfig.preset("recommended").policy
+    assert group_filter.stats.candidates == 2

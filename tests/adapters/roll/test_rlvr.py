@@ -17,8 +17,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+import group_admission
 from adapters.roll import roll_types
-from group_admission import GroupAdmissionPolicy
+from group_admission import GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters import roll as roll_adapter
 from group_admission.adapters.roll import _hooks, _loop
 from group_admission.adapters.roll._hooks import read_responses
@@ -289,7 +290,7 @@ def test_consecutive_external_groups_stop_the_run(adapter: types.ModuleType) -> 
         assert run(adapter, config, [math.nan] * 4) is None
 
     with pytest.raises(
-        roll_adapter.ConsecutiveFailedGroupsError, match=r"^3 consecutive groups .*non_finite_reward x3"
+        group_admission.ConsecutiveFailedGroupsError, match=r"^3 consecutive groups .*non_finite_reward x3"
     ):
         run(adapter, config, [math.nan] * 4)
 
@@ -451,3 +452,14 @@ def test_cookbook_rlvr_config_selects_the_loop_with_valid_settings(adapter: type
         settings.max_rejection_ratio,
         settings.max_rejected_groups_per_step,
     )
+
+
+def test_the_recommended_block_builds_the_domains_session() -> None:
+    block = {"preset": "recommended", "max_rejection_ratio": None}
+    config = pipeline(block)
+
+    assert decide(config, [1.0, 0.0, 1.0, 0.0])
+    assert not decide(config, [1.0, 1.0, 1.0, 1.0])
+    runtime = _hooks.rlvr_runtime(config, "math_rule")
+    assert runtime.session.policy.config == SessionConfig.preset("recommended").policy
+    assert runtime.stats.candidates == 2

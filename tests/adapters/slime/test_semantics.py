@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+import group_admission
 from adapters.slime import slime_types
-from group_admission import GroupAdmissionPolicy
+from group_admission import GroupAdmissionPolicy, SessionConfig
 from group_admission.adapters import slime as slime_adapter
 from group_admission.adapters.slime import _hooks
 from strategies import configs, floats
@@ -371,7 +372,7 @@ class TestConsecutiveFailures:
         for _ in range(2):
             slime_adapter.admission_filter(args, group(None, 1.0))
 
-        with pytest.raises(slime_adapter.ConsecutiveFailedGroupsError) as raised:
+        with pytest.raises(group_admission.ConsecutiveFailedGroupsError) as raised:
             slime_adapter.admission_filter(args, group(math.inf, 1.0))
 
         assert (
@@ -464,3 +465,16 @@ def test_bad_settings_fail_at_every_entry_point(
         calls[entry]()
 
     assert str(raised.value).startswith(message)
+
+
+def test_the_recommended_block_builds_the_filters_session() -> None:
+    block = {"preset": "recommended", "keep_when_insufficient": False}
+
+    live = slime_adapter.admission_filter(args_with(block), group(1.0, 0.0))
+    dead = slime_adapter.admission_filter(args_with(block), group(1.0, 1.0))
+
+    assert verdict(live) == (True, None, False)
+    assert verdict(dead) == (False, "exact_dead", False)
+    runtime = _hooks._runtime(args_with(block))
+    assert runtime.settings.policy == SessionConfig.preset("recommended").policy
+    assert runtime.stats.candidates == 2

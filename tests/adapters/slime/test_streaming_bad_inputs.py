@@ -11,8 +11,8 @@ import pytest
 
 from adapters.slime.scripted_engine import bernoulli_script
 from adapters.slime.stream_hosts import CHECKED_COMMIT, Host, make_args
-from group_admission.adapters import _host_support
 from group_admission.adapters import slime as slime_adapter
+from group_admission.adapters._kit import _hosts as _host_support
 from group_admission.adapters.slime import SlimeStreamingSettings
 
 SETTINGS: list[tuple[str, Any, type[Exception], str]] = [

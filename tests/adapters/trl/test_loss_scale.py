@@ -74,9 +74,9 @@ def test_target_takes_the_update_of_the_full_batch_with_zero_advantage_groups(
     ours, full = ours_and_full(trainer)
 
     assert (2, 8, 0.25) == (
-        trainer.last_step_report.trained_groups,
-        trainer.last_step_report.target_groups,
-        trainer.last_step_report.loss_scale,
+        trainer.last_report.trained_groups,
+        trainer.last_report.target_groups,
+        trainer.last_report.loss_scale,
     )
     error = relative(gradient(trainer, ours), gradient(trainer, full))
     assert error < MAX_RELATIVE_ERROR, f"{loss_type}: relative error {error:.2e}"
@@ -119,7 +119,7 @@ def test_the_kept_fraction_modes_scale_the_kept_update_by_the_steps_loss_scale(
     scaled.model.train()
     scaled_batch = scaled._generate_and_score_completions(batch(scaled))
 
-    factor = scaled.last_step_report.loss_scale
+    factor = scaled.last_report.loss_scale
     assert factor == pytest.approx(0.25 if mode == "linear" else 0.5)  # 2 kept of 8 generated
     error = relative(gradient(scaled, scaled_batch), factor * gradient(kept, kept_batch))
     assert error < MAX_RELATIVE_ERROR
@@ -155,6 +155,6 @@ def test_every_decoded_token_is_counted_truncated_completions_included(
 
     decoded = int(raw["completion_mask"].sum())  # every completion token, none masked
     assert (raw["completion_mask"].sum(dim=1) == trainer.max_completion_length).any()  # some are truncated
-    report = trainer.last_step_report
+    report = trainer.last_report
     assert (decoded, decoded) == (report.generated_tokens, report.decoded_tokens)
     assert [decoded] == trainer._metrics["train"]["group_admission/decoded_tokens"]

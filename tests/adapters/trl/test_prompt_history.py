@@ -19,7 +19,7 @@ from group_admission import (
     SessionConfig,
 )
 from group_admission._history import prompt_key, uniform_draw
-from group_admission.adapters._adapter_history import restored_history
+from group_admission.adapters._kit import restored_history
 from group_admission.adapters.trl import STATE_FILE, AdmissionGRPOTrainer
 from group_admission.adapters.trl._prompt_ids import ID_COLUMN, PromptIds, as_prompt_history
 

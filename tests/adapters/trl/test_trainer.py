@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 import torch
 from trl_helpers import accuracy, brevity, grpo_config, prompt_dataset
 
+from group_admission import SessionConfig
 from group_admission.adapters.trl import SUPPORTED_VERSIONS, AdmissionGRPOTrainer
 from group_admission.adapters.trl._masking import zero_std_fraction
 from group_admission.adapters.trl._trainer import session_rewards
@@ -119,12 +120,12 @@ class TestTraining:
         assert all(row["trained_group_rate"] == 1.0 for row in logs)
         assert all(row["short_groups"] == 0.0 for row in logs)
         assert logs[0]["sampling_rounds"] > 1.0
-        assert trainer.last_step_report is not None
+        assert trainer.last_report is not None
         # One step vocabulary: admitted counts every admitted group (surplus included), trained the slots.
         assert all(row["trained_groups"] == row["target_groups"] for row in logs)
         assert all(row["admitted_groups"] == row["trained_groups"] + row["surplus_groups"] for row in logs)
         assert logs[-1]["effective_rate"] == trainer.admission_session.last_plan.effective_rate
-        report = trainer.last_step_report.metrics()
+        report = trainer.last_report.metrics()
         assert {k: float(v) for k, v in report.items()} == {k: logs[-1][k] for k in report}
 
     def test_an_all_dead_stream_exhausts_the_budget_explicitly(self, tiny_model: str, tmp_path: Path) -> None:
@@ -179,3 +180,33 @@ class TestTraining:
         trainer.evaluate()
 
         assert trainer.admission_session.stats.candidates == 0
+
+
+@pytest.mark.slow
+class TestSessionConfigBlock:
+    BLOCK: ClassVar[dict[str, Any]] = {"preset": "recommended", "policy": {"gate_on": ["accuracy"]}}
+
+    def test_the_recommended_block_builds_the_session_and_the_prompt_history(
+        self, tiny_model: str, tmp_path: Path
+    ) -> None:
+        config = SessionConfig.from_mapping(self.BLOCK)
+
+        trainer = make(tiny_model, tmp_path, admission=self.BLOCK)
+
+        assert trainer.admission_session.policy.config == config.policy
+        assert trainer.admission_session.loss_scale == config.loss_scale
+        assert trainer.prompt_history is not None
+        assert trainer.prompt_history.config == config.prompt_history(trainer.num_generations).config
+        trainer.train()
+        assert trainer.last_report is not None
+        assert trainer.admission_session.stats.candidates == 4
+
+    def test_a_given_prompt_history_wins_over_the_blocks(self, tiny_model: str, tmp_path: Path) -> None:
+        trainer = make(
+            tiny_model,
+            tmp_path,
+            admission=SessionConfig.from_mapping(self.BLOCK),
+            prompt_history={"half_life": 7},
+        )
+
+        assert trainer.prompt_history.config.half_life == 7

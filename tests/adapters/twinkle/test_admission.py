@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from group_admission import SessionConfig
 from group_admission.adapters.twinkle import UNSUMMABLE_REWARD, TwinkleGroupAdmission
 
 from .twinkle_doubles import grpo_advantage
@@ -159,3 +160,20 @@ def test_importing_the_package_imports_no_twinkle_and_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] {'twinkle-kit': '>=0.5.1,<0.6'}"
+
+
+def test_the_recommended_block_builds_the_session_and_its_arguments_win():
+    block = {"preset": "recommended", "policy": {"gate_on": ["accuracy"]}}
+    config = SessionConfig.from_mapping(block)
+
+    step = admission(block)
+    kept = admission(block, loss_scale="kept")
+
+    assert step.policy.config == config.policy
+    assert step.session.loss_scale == config.loss_scale
+    assert kept.session.loss_scale == "kept"
+    step.begin_step(4)
+    step.admit({"accuracy": ACCURACY, "brevity": BREVITY})
+    report = step.end_step()
+    assert step.last_report == report
+    assert report.kept_groups == 2  # the signal and the near tie (no range gate in the preset)

@@ -21,6 +21,7 @@ import torch
 from verl.trainer.ppo.core_algos import agg_loss
 
 from doubles.verl_rollout import FakeRollout, dapo_member, make_sampler
+from group_admission import SessionConfig
 from group_admission.adapters.verl import VerlAdmissionSettings
 
 N = 4
@@ -95,3 +96,16 @@ def test_kept_is_verls_token_mean(tq) -> None:
 def test_an_unknown_loss_scale_is_refused_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="'loss_scale' must be one of 'kept', 'target', 'linear', 'sqrt'"):
         VerlAdmissionSettings.from_mapping({"loss_scale": "token-mean"})
+
+
+def test_the_recommended_block_in_sampler_kwargs_builds_the_session(tq) -> None:
+    """``sampler_kwargs`` carries a SessionConfig block beside the sampler's own keys."""
+    block = {"preset": "recommended", "policy": {"gate_on": ["acc"]}}
+    config = SessionConfig.from_mapping(block)
+
+    sampler = make_sampler(lambda count: count, **block, gen_batch_size=2)
+
+    assert sampler.settings.policy == config.policy
+    assert sampler.session.policy.config == config.policy
+    assert sampler.settings.loss_scale == config.loss_scale
+    assert sampler.settings.gen_batch_size == 2

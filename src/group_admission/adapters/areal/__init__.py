@@ -9,7 +9,7 @@ torch. See ``docs/adapters/areal.md``.
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._accept import (
     HOST,
     METRIC_SCOPE,

@@ -16,19 +16,13 @@ stream per process.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..._exceptions import ConfigurationError
-from ..._loading import load_yaml_mapping
-from ..._reasons import RejectionReason
-from ..._stream import AdmissionStream
-from ..._stream_types import StreamVerdict
-from ..._validation import check_count, describe
-from .._host_support import check_versions, find_host
+from ... import AdmissionStream, RejectionReason, StreamVerdict
+from .._kit import check_count, check_versions, describe, find_host, read_settings_env
 from ._versions import ADAPTER, SUPPORTED_VERSIONS
 
 __all__ = [
@@ -281,34 +275,12 @@ _lock = threading.Lock()
 _current: dict[str, AReaLAdmission] = {}
 
 
-def _read_settings(value: str) -> Mapping[str, Any]:
-    """``GROUP_ADMISSION_AREAL``: inline JSON, a ``.json`` file, or a YAML file (empty: defaults)."""
-    text = value.strip()
-    if not text:
-        return {}
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            msg = f"'{SETTINGS_ENV}' must hold valid JSON (got invalid inline JSON: {exc})"
-            raise ConfigurationError(msg) from None
-    elif text.endswith(".json"):
-        with open(text, encoding="utf-8") as handle:
-            data = json.load(handle)
-    else:
-        data = load_yaml_mapping(text)
-    if not isinstance(data, Mapping):
-        msg = f"'{SETTINGS_ENV}' must hold a mapping of admission settings (got {describe(data)})"
-        raise ConfigurationError(msg)
-    return data
-
-
 def current_admission() -> AReaLAdmission:
     """This process's :class:`AReaLAdmission`, built from ``GROUP_ADMISSION_AREAL`` on first use."""
     value = os.environ.get(SETTINGS_ENV, "")
     with _lock:
         if value not in _current:
-            _current[value] = AReaLAdmission(_read_settings(value))
+            _current[value] = AReaLAdmission(read_settings_env(SETTINGS_ENV, value))
         return _current[value]
 
 

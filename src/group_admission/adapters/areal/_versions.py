@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._host_support import host_versions
+from .._kit import host_versions
 
 __all__ = ["ADAPTER", "INSTALL_HINT", "SUPPORTED_VERSIONS"]
 

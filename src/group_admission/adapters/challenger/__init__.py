@@ -9,7 +9,7 @@ package imports no twinkle. See ``docs/adapters/challenger.md``.
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._hook import (
     CHECK_CHALLENGER_SPREAD,
     NON_NUMERIC_REWARD,

@@ -14,16 +14,30 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController, SamplingBudgetState
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import StepLifecycleError
-from ..._loading import coerce_instance
-from ..._policy import GroupAdmissionPolicy
-from ..._reasons import RejectionReason
-from ..._session import AdmissionSession, AdmissionVerdict, StepReport
-from ..._validation import check_count, describe
-from .._adapter_runtime import SessionHolder
-from .._host_support import check_versions, host_versions
+from ... import (
+    AdmissionSession,
+    AdmissionVerdict,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    RejectionReason,
+    ResamplePlan,
+    SamplingBudgetConfig,
+    SamplingBudgetController,
+    SamplingBudgetState,
+    SessionConfig,
+    StepLifecycleError,
+    StepReport,
+)
+from .._kit import (
+    AdapterSession,
+    HoldsAdmission,
+    check_count,
+    check_versions,
+    coerce_instance,
+    describe,
+    host_versions,
+    unpack_block,
+)
 
 #: The twinkle version the adapter is written and tested against: the Challenger of pull
 #: request #288, whose commit ``28a4fc57`` adds the ``_admitted_groups`` hook (a base
@@ -97,7 +111,7 @@ def _check_groups(groups: Any) -> list[Group]:
     return list(groups)
 
 
-class ChallengerAdmission(SessionHolder):
+class ChallengerAdmission(HoldsAdmission):
     """
     The Challenger's group hand-off hook: admission per complete group, plus a batch budget.
 
@@ -107,7 +121,9 @@ class ChallengerAdmission(SessionHolder):
 
     Args:
         policy: The admission policy (or a config / mapping for one; ``None`` admits every
-            group with finite rewards).
+            group with finite rewards), or a whole :class:`SessionConfig` block
+            (``{"preset": "recommended"}``): its policy, limits, loss scale and, when it
+            resamples, budget.
         budget: The sampling budget (a controller, config or mapping), or ``None``.
             ``max_resample_rounds`` (>= 1) bounds the hand-offs per batch after the first.
         tokens_of: Returns the generated tokens of one trajectory; required when the
@@ -121,11 +137,12 @@ class ChallengerAdmission(SessionHolder):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
         tokens_of: Callable[[Trajectory], int] | None = None,
     ) -> None:
+        policy, budget, limits, loss_scale = unpack_block(policy, budget=budget)
         # Named as the Challenger's keyword (GroupAdmissionChallengerMixin) names it.
         judge = coerce_instance(
             policy, GroupAdmissionPolicy, GroupAdmissionConfig, name="group_admission_policy"
@@ -133,9 +150,12 @@ class ChallengerAdmission(SessionHolder):
         if tokens_of is not None and not callable(tokens_of):
             msg = f"'tokens_of' must be a callable tokens_of(trajectory) -> int (got {describe(tokens_of)})"
             raise TypeError(msg)
-        self._session = AdmissionSession(judge, budget=budget, host="twinkle Challenger")
+        session = AdmissionSession(
+            judge, budget=budget, limits=limits, host="twinkle Challenger", loss_scale=loss_scale
+        )
+        self.admission = AdapterSession(None, host="twinkle Challenger", session=session)
         self._budgeted = budget is not None
-        config = self._session.controller.config
+        config = self.session.controller.config
         if self._budgeted and config.max_total_tokens is not None and tokens_of is None:
             msg = (
                 "'tokens_of' is required when the budget caps tokens "
@@ -155,22 +175,21 @@ class ChallengerAdmission(SessionHolder):
         self._largest = 0  # the largest group of the hand-off in progress
         self._room = True
         self._stopped = False
-        self._last_report: StepReport | None = None
 
     @property
     def controller(self) -> SamplingBudgetController | None:
         """The budget controller, or ``None``."""
-        return self._session.controller if self._budgeted else None
+        return self.session.controller if self._budgeted else None
 
     @property
     def state(self) -> SamplingBudgetState | None:
         """A copy of the batch's budget state (``None`` before :meth:`begin_batch` or without a budget)."""
-        return self._session.budget_state if self._budgeted else None
+        return self.session.budget_state if self._budgeted else None
 
     @property
     def plan(self) -> ResamplePlan | None:
         """The plan after the latest hand-off of the current batch (``None`` before any)."""
-        return self._session.last_plan if self._budgeted else None
+        return self.session.last_plan if self._budgeted else None
 
     @property
     def exhausted(self) -> bool:
@@ -191,7 +210,7 @@ class ChallengerAdmission(SessionHolder):
 
         .. versionadded:: 0.2.0
         """
-        return self._last_report
+        return self.admission.last_report
 
     def begin_batch(self, target_groups: int) -> None:
         """Start a batch: a new session step (keeping the rate estimate) aiming at ``target_groups``."""
@@ -202,9 +221,9 @@ class ChallengerAdmission(SessionHolder):
             if self._budgeted:
                 # end_batch leaves the step open, so that state and plan stay readable after it,
                 # and a batch that raised never reaches end_batch: the next batch ends the step.
-                if self._session.step_open:
-                    self._last_report = self._session.end_step()
-                self._session.begin_step(target_groups)
+                if self.session.step_open:
+                    self.admission.last_report = self.session.end_step()
+                self.session.begin_step(target_groups)
 
     def end_batch(self, *, complete: bool) -> bool:
         """Close the batch (``complete``: it reached its target); return whether the budget cut it short."""
@@ -223,9 +242,9 @@ class ChallengerAdmission(SessionHolder):
                 self._depth -= 1
                 if not self._depth:
                     size, self._largest = self._largest, 0
-                    if self._budgeted and size and self._session.step_open:
-                        self._session.plan(num_generations=size)
-                        self._room = self._session.can_launch(1, num_generations=size)
+                    if self._budgeted and size and self.session.step_open:
+                        self.session.plan(num_generations=size)
+                        self._room = self.session.can_launch(1, num_generations=size)
 
     def admitted_groups(
         self,
@@ -252,7 +271,7 @@ class ChallengerAdmission(SessionHolder):
         checked = _check_groups(groups)
         admitted: list[list[Trajectory]] = []
         with self.hand_off():
-            if self._budgeted and not self._session.step_open:
+            if self._budgeted and not self.session.step_open:
                 msg = "call begin_batch(target_groups) before admitted_groups() when a sampling budget is set"
                 raise StepLifecycleError(msg)
             for group in checked:
@@ -279,7 +298,7 @@ class ChallengerAdmission(SessionHolder):
                 reason=RejectionReason.EXACT_DEAD,
                 failed_checks=(*decision.failed_checks, CHECK_CHALLENGER_SPREAD),
             )
-        return self._session.record(decision, generated_tokens=self._tokens(group))
+        return self.session.record(decision, generated_tokens=self._tokens(group))
 
     def _tokens(self, group: Group) -> int:
         return sum(_token_count(self._tokens_of(member)) for member in group) if self._tokens_of else 0

@@ -13,7 +13,7 @@ Importing this module imports neither OpenRLHF, Ray nor torch. See ``docs/adapte
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._generator import METRIC_PREFIX, AdmissionGeneratorMixin, reset
 from ._install import (
     SETUP_HOOK,

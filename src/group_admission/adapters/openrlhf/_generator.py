@@ -15,12 +15,16 @@ from typing import Any
 import attrs
 import structlog
 
-from ..._exceptions import BudgetExhaustedError
+from ... import AdmissionSession, BudgetExhaustedError, StepReport, StreamPlan
 from ..._host_rules.openrlhf import amend_by_mean_range
-from ..._session import AdmissionSession, StepReport
-from ..._streaming import StreamPlan
-from .._adapter_runtime import AdapterSession, SessionRegistry
-from .._adapter_step import admission_step, exhausted_message, log_metrics, step_metrics
+from .._kit import (
+    AdapterSession,
+    SessionRegistry,
+    admission_step,
+    exhausted_message,
+    log_metrics,
+    step_metrics,
+)
 from ._groups import GENERATION_FAILED, failed_group, read_group
 from ._settings import OpenRLHFAdmissionSettings, current_settings, forget_settings
 from ._versions import SUPPORTED_VERSIONS

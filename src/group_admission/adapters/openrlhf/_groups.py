@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from .._adapter_runtime import WRONG_GROUP_SIZE, scalar_reward
+from .._kit import WRONG_GROUP_SIZE, scalar_reward
 from ._settings import SCORES
 
 __all__ = [

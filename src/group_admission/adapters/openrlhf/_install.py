@@ -14,16 +14,15 @@ passes to ``ray.init``.
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from ..._validation import describe
+from .._kit import describe, install_on_import, is_inline
 from ._generator import AdmissionGeneratorMixin
-from ._settings import SETTINGS_ENV, OpenRLHFAdmissionSettings, is_inline
+from ._settings import SETTINGS_ENV, OpenRLHFAdmissionSettings
 from ._versions import check_openrlhf, import_openrlhf
 
 __all__ = [
@@ -122,33 +121,6 @@ def uninstall(module: ModuleType | None = None) -> bool:
     return True
 
 
-class _InstallOnImport(importlib.abc.MetaPathFinder):
-    """Lets the other finders find OpenRLHF's generator module, and installs once it has run."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if fullname != GENERATOR_MODULE:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = None if finder is self or find is None else find(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    _install_after_exec(spec.loader)
-                return spec
-        return None
-
-
-def _install_after_exec(loader: Any) -> None:
-    """Make ``loader`` run :func:`install` on the module it has just executed."""
-    run = loader.exec_module
-
-    def exec_module(module: ModuleType) -> None:
-        run(module)
-        install(module)
-
-    loader.exec_module = exec_module
-
-
 def worker_process_setup_hook() -> None:
     """
     Ray's ``runtime_env["worker_process_setup_hook"]``: :func:`install` in this worker, now or on import.
@@ -157,11 +129,7 @@ def worker_process_setup_hook() -> None:
 
     .. versionadded:: 0.2.0
     """
-    module = sys.modules.get(GENERATOR_MODULE)
-    if module is not None:
-        install(module)
-    elif not any(isinstance(finder, _InstallOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _InstallOnImport())
+    install_on_import(GENERATOR_MODULE, install)
 
 
 def runtime_env_hook(runtime_env: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -6,7 +6,6 @@ This module does not import OpenRLHF.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from functools import cache
@@ -14,20 +13,17 @@ from typing import Any
 
 import attrs
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import ConfigurationError
-from ..._limits import DropLimits
-from ..._loading import load_yaml_mapping
-from ..._loss_scale import LossScale
-from ..._validation import check_bool
-from .._adapter_runtime import (
+from ... import DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
+from .._kit import (
     ExhaustionAction,
+    LossScale,
     as_budget,
     as_limits,
     as_policy_config,
+    check_bool,
     loss_scale_field,
     on_exhausted_field,
+    read_settings_env,
     settings_from,
     token_ids_only,
 )
@@ -39,7 +35,6 @@ __all__ = [
     "OpenRLHFAdmissionSettings",
     "current_settings",
     "forget_settings",
-    "is_inline",
 ]
 
 #: The environment variable holding the settings: inline JSON, or a ``.json``/``.yaml`` file path.
@@ -120,36 +115,15 @@ class OpenRLHFAdmissionSettings:
         """
         Build the settings from the value of ``GROUP_ADMISSION_OPENRLHF`` (``None`` or empty: defaults).
 
-        A value starting with ``{`` (or ``[``) is JSON; any other is the path of a JSON file
-        (``.json``) or a YAML file (needs pyyaml).
+        Read by :func:`~group_admission.adapters._kit.read_settings_env`: inline JSON or
+        YAML, or the path of a ``.json`` or YAML file (YAML needs pyyaml).
 
         Raises:
-            ConfigurationError: the JSON is invalid, or the file does not hold a mapping.
+            ConfigurationError: the text is invalid, or does not hold a mapping.
             FileNotFoundError: the file does not exist.
             TypeError, ValueError: as :meth:`from_mapping`.
         """
-        if value is None or not value.strip():
-            return cls()
-        return cls.from_mapping(_read_env_value(value.strip()))
-
-
-def is_inline(value: str) -> bool:
-    """Whether a ``GROUP_ADMISSION_OPENRLHF`` value is inline JSON rather than a file path."""
-    return value.lstrip().startswith(("{", "["))
-
-
-def _read_env_value(value: str) -> Any:
-    if not is_inline(value) and not value.endswith(".json"):
-        return load_yaml_mapping(value)
-    try:
-        if is_inline(value):
-            return json.loads(value)
-        with open(value, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as exc:
-        where = "inline JSON" if is_inline(value) else f"'{value}'"
-        msg = f"'{SETTINGS_ENV}' must hold valid JSON (got invalid {where}: {exc})"
-        raise ConfigurationError(msg) from None
+        return cls.from_mapping(read_settings_env(SETTINGS_ENV, value))
 
 
 @cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .._host_support import check_versions, host_versions, import_host
+from .._kit import check_versions, host_versions, import_host
 
 __all__ = ["ADAPTER", "INSTALL_HINT", "SUPPORTED_VERSIONS", "check_openrlhf", "import_openrlhf"]
 

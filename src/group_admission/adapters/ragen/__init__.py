@@ -10,7 +10,7 @@ it in. Importing this package imports no RAGEN, verl or torch. See ``docs/adapte
 from __future__ import annotations
 
 from ..._host_rules.ragen import RagenSelection
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._filter import METRIC_PREFIX, RagenGroupAdmissionFilter, select_groups
 from ._install import (
     STRATEGY_NAME,

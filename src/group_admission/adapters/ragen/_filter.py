@@ -10,19 +10,23 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ..._config import GroupAdmissionConfig
+from ... import AdmissionSession, GroupAdmissionConfig, GroupAdmissionPolicy, SessionConfig, loss_scale
 from ..._host_rules.ragen import ZERO_SCORE, RagenSelection, select_top_groups
-from ..._loading import require_extra
-from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale, loss_scale
-from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession
-from ..._validation import check_count, describe
-from .._adapter_runtime import SessionHolder, chunk
-from .._adapter_step import admission_step
+from .._kit import (
+    DEFAULT_LOSS_SCALE,
+    AdapterSession,
+    HoldsAdmission,
+    LossScale,
+    check_count,
+    chunk,
+    describe,
+    require_extra,
+    unpack_block,
+)
 
 #: Prefix of the admission counts among the filter metrics.
 METRIC_PREFIX = "rollout/group_admission/"
-_SETTINGS_KEYS = ("policy", "selection")
+_SETTINGS_KEYS = ("preset", "policy", "selection")
 _WHERE = "actor_rollout_ref.rollout.group_admission"
 # RAGEN's config key (under actor_rollout_ref.rollout) and default for each selection field.
 _SELECTION_KEYS = {
@@ -275,7 +279,7 @@ def _selection(rollout: Any, strategy: Any) -> RagenSelection | None:
         raise type(exc)(msg) from None
 
 
-class RagenGroupAdmissionFilter(SessionHolder):
+class RagenGroupAdmissionFilter(HoldsAdmission):
     """
     A RAGEN rollout filter: admission gates first, then (optionally) RAGEN's selection.
 
@@ -284,7 +288,8 @@ class RagenGroupAdmissionFilter(SessionHolder):
     place, as RAGEN does) and returns ``(batch, metrics)`` with RAGEN's metric names.
 
     Args:
-        policy: The admission policy (or a config / mapping for one). ``None`` admits every
+        policy: The admission policy (or a config / mapping for one), or a
+            :class:`SessionConfig` block (its policy and limits). ``None`` admits every
             group with finite rewards.
         num_groups: Groups per batch (RAGEN's ``es_manager.train.env_groups``).
         selection: RAGEN's selection among the admitted groups; ``None`` keeps them all.
@@ -300,7 +305,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         num_groups: int,
         selection: RagenSelection | None = None,
@@ -310,7 +315,10 @@ class RagenGroupAdmissionFilter(SessionHolder):
         if selection is not None and not isinstance(selection, RagenSelection):
             msg = f"'selection' must be a RagenSelection or None (got {describe(selection)})"
             raise TypeError(msg)
-        self._session = AdmissionSession(policy, host="RAGEN", loss_scale=loss_scale)
+        # RAGEN applies its own filter_loss_scaling: a block's loss scale does not change it.
+        policy, _, limits, _ = unpack_block(policy)
+        session = AdmissionSession(policy, limits=limits, host="RAGEN", loss_scale=loss_scale)
+        self.admission = AdapterSession(None, host="RAGEN", session=session)
         self._num_groups = num_groups
         self._selection = selection
         self.empty_batches = 0
@@ -357,6 +365,10 @@ class RagenGroupAdmissionFilter(SessionHolder):
         policy_settings = settings.get("policy") or {}
         if isinstance(policy_settings, (str, os.PathLike)):
             policy_settings = GroupAdmissionConfig.from_yaml(policy_settings)
+        if "preset" in settings:  # a SessionConfig block: the preset's policy, then the block's
+            policy_settings = SessionConfig.from_mapping(
+                {"preset": settings["preset"], "policy": policy_settings}
+            ).policy
         groups = check_count(config.es_manager.train.env_groups, "es_manager.train.env_groups", 1)
         return cls(
             GroupAdmissionPolicy(policy_settings, logger=logger),
@@ -377,14 +389,14 @@ class RagenGroupAdmissionFilter(SessionHolder):
         layout = read_layout(torch, batch, self._num_groups)
         rewards = layout.rewards
         # One step per call: RAGEN generates exactly env_groups groups and never resamples.
-        with admission_step(self._session, self._num_groups) as step:
-            verdicts = self._session.judge_batch(
+        with self.admission.step(self._num_groups) as step:
+            verdicts = self.session.judge_batch(
                 rewards,
                 self._completions(batch, layout),
                 group_keys=list(layout.group_keys),
                 generated_tokens=_decoded_tokens(torch, batch),
             )
-        counts = self._session.step_stats.metrics()
+        counts = self.session.step_stats.metrics()
         with warnings.catch_warnings():
             # One-member groups have no sample std (NaN, as in RAGEN); torch warns about it.
             warnings.filterwarnings("ignore", message=".*degrees of freedom", category=UserWarning)
@@ -414,7 +426,7 @@ class RagenGroupAdmissionFilter(SessionHolder):
         # The scale RAGEN applies: of the groups kept after its selection, not only the admitted.
         groups = self._num_groups
         metrics[f"{METRIC_PREFIX}loss_scale"] = loss_scale(
-            self._session.loss_scale,
+            self.session.loss_scale,
             trained_groups=kept.numel(),
             target_groups=groups,
             generated_groups=groups,

@@ -8,15 +8,11 @@ RAGEN has no filter registry, and its trainer runs in Ray's ``TaskRunner`` proce
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.abc
 import sys
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Callable
 from typing import Any
 
-from ..._validation import describe
-from .._host_support import check_versions, host_versions, import_host
+from .._kit import check_versions, describe, host_versions, import_host, install_on_import
 from ._filter import RagenGroupAdmissionFilter
 
 #: The RAGEN commit the adapter is written and tested against (RAGEN has no releases; it is
@@ -131,42 +127,6 @@ def uninstall(trainer_cls: type | None = None) -> bool:
     return True
 
 
-class _InstallingLoader(importlib.abc.Loader):
-    """Runs the real loader, then installs the adapter into the module it loaded."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: Any) -> ModuleType | None:
-        created: ModuleType | None = self._loader.create_module(spec)
-        return created
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        install(module.RayAgentTrainer)
-
-    def __getattr__(self, name: str) -> Any:
-        # get_source, is_package, resource readers...: whatever the real loader offers.
-        return getattr(self._loader, name)
-
-
-class _InstallOnImport(importlib.abc.MetaPathFinder):
-    """Finds RAGEN's trainer module through the other finders and wraps its loader."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if fullname != TRAINER_MODULE:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _InstallingLoader(spec.loader)
-                return spec
-        return None
-
-
 def worker_process_setup_hook() -> None:
     """
     Entry point for Ray's ``runtime_env.worker_process_setup_hook``: :func:`install` where RAGEN's trainer is.
@@ -176,8 +136,4 @@ def worker_process_setup_hook() -> None:
 
     .. versionadded:: 0.1.0
     """
-    module = sys.modules.get(TRAINER_MODULE)
-    if module is not None:
-        install(module.RayAgentTrainer)
-    elif not any(isinstance(finder, _InstallOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _InstallOnImport())
+    install_on_import(TRAINER_MODULE, lambda module: install(module.RayAgentTrainer))

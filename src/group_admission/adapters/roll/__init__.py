@@ -9,8 +9,8 @@ in ROLL's YAML. ``import group_admission`` never imports ROLL. See docs/adapters
 
 from __future__ import annotations
 
-from ..._exceptions import ConsecutiveFailedGroupsError
-from .._host_support import publish as _publish
+from .._kit import moved_names as _moved_names
+from .._kit import publish as _publish
 from ._hooks import METRIC_PREFIX, AdmissionGroupFilter, admission_stats, query_filter, reset
 from ._loop import ROLL_IMPORTABLE, AdmissionRolloutLoop
 from ._settings import (
@@ -29,12 +29,17 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "AdmissionGroupFilter",
     "AdmissionRolloutLoop",
-    "ConsecutiveFailedGroupsError",
     "RollAgenticSettings",
     "RollRLVRSettings",
     "admission_stats",
     "query_filter",
     "reset",
 ]
+
+#: Exported by 0.1.0, defined elsewhere: they warn until the deprecation release.
+__getattr__ = _moved_names(
+    __name__,
+    {"ConsecutiveFailedGroupsError": "group_admission.ConsecutiveFailedGroupsError"},
+)
 
 _publish(__name__)

@@ -6,9 +6,16 @@ import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from ..._metrics import AdmissionStats
-from ..._validation import describe
-from .._adapter_runtime import AdapterSession, GroupInput, SessionRegistry, scalar_reward, settings_from
+from ... import AdmissionStats
+from .._kit import (
+    AdapterSession,
+    GroupInput,
+    HoldsAdmission,
+    SessionRegistry,
+    describe,
+    scalar_reward,
+    settings_from,
+)
 from ._settings import RollAgenticSettings, RollRLVRSettings, agentic_settings, rlvr_settings
 
 #: Prefix of the admission metrics written into kept groups' ``meta_info["metrics"]``.
@@ -270,7 +277,7 @@ def reset() -> None:
     _RLVR.reset()
 
 
-class AdmissionGroupFilter:
+class AdmissionGroupFilter(HoldsAdmission):
     """
     ROLL's agentic ``GroupFilter`` over the admission policy: ``filter`` returns True to drop.
 
@@ -289,17 +296,12 @@ class AdmissionGroupFilter:
         self.env_manager_config = env_manager_config
         self.mode = mode
         self.settings = agentic_settings(config, env_manager_config)
-        self._runtime = AdapterSession(self.settings, host="ROLL agentic")
+        self.admission = AdapterSession(self.settings, host="ROLL agentic")
 
     def filter(self, group_id: int, episode_id: int, group: list[Any]) -> bool:
         """Judge one trajectory group: True drops it (ROLL starts a new episode), False keeps it."""
         if self.mode not in self.settings.modes:
             return False
-        trajectories = read_trajectories(group, texts=self._runtime.texts)
+        trajectories = read_trajectories(group, texts=self.admission.texts)
         trajectories.group_key = (group_id, episode_id)
-        return not keep(self._runtime, trajectories, group if isinstance(group, list) else [])
-
-    @property
-    def stats(self) -> AdmissionStats:
-        """A copy of this filter's admission counts."""
-        return self._runtime.session.stats
+        return not keep(self.admission, trajectories, group if isinstance(group, list) else [])

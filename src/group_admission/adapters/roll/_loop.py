@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._host_support import find_host
+from .._kit import find_host
 from ._hooks import admit, global_step
 from ._settings import SUPPORTED_VERSIONS
 

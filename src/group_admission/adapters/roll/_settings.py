@@ -8,11 +8,8 @@ from typing import Any
 
 import attrs
 
-from ..._config import GroupAdmissionConfig
-from ..._exceptions import ConfigurationError
-from ..._limits import DropLimits
-from ..._loading import load_yaml_mapping, parse_yaml
-from ..._validation import (
+from ... import DropLimits, GroupAdmissionConfig
+from .._kit import (
     check_ge,
     check_int,
     check_names_in,
@@ -21,14 +18,13 @@ from ..._validation import (
     check_real,
     deprecated,
     describe,
-)
-from .._adapter_runtime import (
     failed_streak_field,
+    host_versions,
+    read_settings_env,
     scalar_policy_config,
     settings_from,
     to_str_tuple,
 )
-from .._host_support import host_versions
 
 #: The ROLL commit the adapter was checked against. ROLL's package version is no range to
 #: check (v0.2.0 and v0.2.1 call themselves 0.1.0); the tags that work are in the docs.
@@ -159,21 +155,6 @@ def rlvr_settings(pipeline_config: Any, domain: str) -> tuple[Any, str]:
     return raw, f"{source[:-1]}.{RLVR_SETTINGS_KEY}'"
 
 
-def _read_settings_text(value: str) -> Any:
-    text = value.strip()
-    if "\n" not in text and (os.path.isfile(text) or text.endswith((".yaml", ".yml"))):
-        return load_yaml_mapping(text)
-    try:
-        data = parse_yaml(text, source=AGENTIC_SETTINGS_ENV)  # the library's one reader: 1e-6 is a number
-    except ConfigurationError as exc:
-        msg = f"'{AGENTIC_SETTINGS_ENV}' is neither a YAML file path nor valid inline YAML ({exc})"
-        raise ValueError(msg) from None
-    if data is not None and not isinstance(data, Mapping):
-        msg = f"'{AGENTIC_SETTINGS_ENV}' must hold a YAML mapping or a YAML file path (got {describe(data)})"
-        raise ValueError(msg)
-    return data
-
-
 def agentic_settings(config: Any, env_manager_config: Any) -> RollAgenticSettings:
     """The agentic settings: ``system_envs`` of the env manager, of the pipeline, or the environment."""
     for owner in (env_manager_config, config):
@@ -188,7 +169,7 @@ def agentic_settings(config: Any, env_manager_config: Any) -> RollAgenticSetting
     if not isinstance(value, str):
         msg = f"'{AGENTIC_SETTINGS_ENV}' must be a YAML file path or inline YAML (got {describe(value)})"
         raise TypeError(msg)
-    raw = _read_settings_text(value)
+    raw = read_settings_env(AGENTIC_SETTINGS_ENV, value)
     if isinstance(raw, Mapping):
         raw = _renamed(raw)
     return settings_from(RollAgenticSettings, raw, f"'{AGENTIC_SETTINGS_ENV}'")

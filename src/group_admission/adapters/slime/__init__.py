@@ -11,9 +11,8 @@ docs/adapters/slime.md.
 
 from __future__ import annotations
 
-from ..._exceptions import ConsecutiveFailedGroupsError
-from ..._host_rules.slime import should_drop
-from .._host_support import publish as _publish
+from .._kit import moved_names as _moved_names
+from .._kit import publish as _publish
 from ._hooks import (
     SUPPORTED_VERSIONS,
     DynamicFilterOutput,
@@ -32,7 +31,6 @@ from ._streaming_settings import SlimeStreamingSettings
 __all__ = [
     "STREAMING_SUPPORTED_VERSIONS",
     "SUPPORTED_VERSIONS",
-    "ConsecutiveFailedGroupsError",
     "DynamicFilterOutput",
     "SlimeAdmissionSettings",
     "SlimeStreamingSettings",
@@ -44,8 +42,16 @@ __all__ = [
     "log_rollout_metrics",
     "record_all_samples",
     "reset",
-    "should_drop",
     "streaming_rollout",
 ]
+
+#: Exported by 0.1.0, defined elsewhere: they warn until the deprecation release.
+__getattr__ = _moved_names(
+    __name__,
+    {
+        "ConsecutiveFailedGroupsError": "group_admission.ConsecutiveFailedGroupsError",
+        "should_drop": "group_admission._host_rules.slime.should_drop",
+    },
+)
 
 _publish(__name__)

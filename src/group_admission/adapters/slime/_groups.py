@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._adapter_runtime import GroupInput, scalar_reward
+from .._kit import GroupInput, scalar_reward
 
 __all__ = [
     "FLOAT32_OVERFLOW",

@@ -13,24 +13,28 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import structlog
 
-from ..._config import GroupAdmissionConfig
-from ..._decision import GroupAdmissionDecision
-from ..._exceptions import ConsecutiveFailedGroupsError
+from ... import (
+    AdmissionStats,
+    ConsecutiveFailedGroupsError,
+    DropLimits,
+    GroupAdmissionConfig,
+    GroupAdmissionDecision,
+    RejectionReason,
+)
 from ..._host_rules.slime import fallback_kept_lower_bound, should_drop
-from ..._limits import DropLimits
-from ..._metrics import AdmissionStats
-from ..._reasons import RejectionReason
-from ..._validation import check_bool, check_names_in
-from .._adapter_runtime import (
+from .._kit import (
     AdapterSession,
     SessionRegistry,
+    check_bool,
+    check_names_in,
     failed_streak_field,
+    find_host,
+    host_versions,
+    log_metrics,
     scalar_policy_config,
     settings_from,
     to_str_tuple,
 )
-from .._adapter_step import log_metrics
-from .._host_support import find_host, host_versions
 from ._groups import read_group
 
 #: The slime versions the adapter supports (0.3.0 without ``keep_when_insufficient``: see the docs).

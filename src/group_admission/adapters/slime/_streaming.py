@@ -19,14 +19,18 @@ from typing import Any
 import attrs
 import structlog
 
-from ..._exceptions import BudgetExhaustedError
-from ..._reasons import RejectionReason
-from ..._session import StepReport
-from ..._streaming import StreamPlan
-from ..._validation import check_count, describe
-from .._adapter_runtime import AdapterSession, SessionRegistry
-from .._adapter_step import admission_step, exhausted_message, log_metrics
-from .._host_support import host_versions, import_host
+from ... import BudgetExhaustedError, RejectionReason, StepReport, StreamPlan
+from .._kit import (
+    AdapterSession,
+    SessionRegistry,
+    admission_step,
+    check_count,
+    describe,
+    exhausted_message,
+    host_versions,
+    import_host,
+    log_metrics,
+)
 from . import _hooks
 from ._groups import GENERATION_FAILED, failed_group, leaves, read_group, response_tokens
 from ._hooks import METRIC_PREFIX, SETTINGS_ATTR, SlimeAdmissionSettings, drop_reason

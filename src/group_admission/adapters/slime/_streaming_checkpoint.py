@@ -17,11 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..._exceptions import CheckpointError
-from ..._history import PromptHistory
-from ..._session import AdmissionSession
-from ..._validation import describe
-from .._adapter_history import restored_history
+from ... import AdmissionSession, CheckpointError, PromptHistory
+from .._kit import describe, restored_history
 from ._streaming_prompts import StreamPrompts
 
 __all__ = ["STATE_KEY", "load_stream_state", "restore_stream_state", "save_stream_state"]

@@ -18,10 +18,8 @@ from typing import Any
 import attrs
 import structlog
 
-from ..._decision import GroupAdmissionDecision
-from ..._history import PromptId
-from ..._history_ids import check_prompt_id
-from .._adapter_history import build_history, history_metrics
+from ... import GroupAdmissionDecision
+from .._kit import PromptId, build_history, check_prompt_id, history_metrics
 from ._groups import leaves
 
 __all__ = ["PickTally", "StreamPrompts", "prompt_id"]

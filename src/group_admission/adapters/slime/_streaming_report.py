@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._session import AdmissionSession, StepReport
-from ..._streaming import StreamPlan
-from .._adapter_step import stream_step_metrics
+from ... import AdmissionSession, StepReport, StreamPlan
+from .._kit import stream_step_metrics
 from ._groups import leaves
 from ._hooks import METRIC_PREFIX
 

@@ -7,18 +7,21 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ..._budget import SamplingBudgetConfig
-from ..._loss_scale import LossScale
-from ..._validation import (
+from ... import SamplingBudgetConfig
+from .._kit import (
+    ExhaustionAction,
+    LossScale,
+    as_budget,
     check_ge,
     check_probability,
     describe,
     field_check,
+    history_field,
+    loss_scale_field,
+    on_exhausted_field,
     probability_field,
     real_field,
 )
-from .._adapter_history import history_field
-from .._adapter_runtime import ExhaustionAction, as_budget, loss_scale_field, on_exhausted_field
 from ._hooks import ArgsSettings
 
 __all__ = ["STREAMING_SETTINGS_ATTR", "SlimeStreamingSettings"]

@@ -7,7 +7,7 @@ command); see docs/adapters/trl.md.
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._masking import NORMALISATION
 from ._trainer import STATE_FILE, AdmissionGRPOTrainer, AdmissionMixin
 from ._versions import SUPPORTED_VERSIONS

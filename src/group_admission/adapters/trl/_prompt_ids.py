@@ -11,11 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._history import PromptHistory, PromptId
-from ..._history_config import PromptHistoryConfig
-from ..._history_ids import check_prompt_id
-from ..._validation import describe
-from .._adapter_history import as_history_section, build_history
+from ... import PromptHistory, PromptHistoryConfig
+from .._kit import PromptId, as_history_section, build_history, check_prompt_id, describe
 
 __all__ = ["ID_COLUMN", "PromptIds", "as_prompt_history"]
 

@@ -9,17 +9,33 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._history import PromptHistory, PromptId
-from ..._history_config import PromptHistoryConfig
-from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
-from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession, BatchAdmissionVerdict, StepReport
-from ..._state_checks import parse_state
-from .._adapter_history import history_metrics, restored_history
-from .._adapter_runtime import UNSUMMABLE_REWARD, chunk
-from .._adapter_step import admission_step, step_metrics
+from ... import (
+    AdmissionSession,
+    BatchAdmissionVerdict,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SamplingBudgetConfig,
+    SessionConfig,
+    StepReport,
+    parse_state,
+)
+from .._kit import (
+    DEFAULT_LOSS_SCALE,
+    UNSUMMABLE_REWARD,
+    AdapterSession,
+    HoldsAdmission,
+    LossScale,
+    PromptId,
+    admission_step,
+    chunk,
+    history_metrics,
+    restored_history,
+    session_config_of,
+    step_metrics,
+    unpack_block,
+)
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
@@ -31,6 +47,9 @@ __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
 #: The file, in each checkpoint folder, that holds the admission statistics and budget state.
 STATE_FILE = "group_admission_state.json"
 _PREFIX = "group_admission/"
+
+#: What ``admission=`` takes besides a mapping: a policy, its config, or a whole setup.
+GroupAdmission = GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig
 
 # The mixin is typed against GRPOTrainer but inherits from object, so users can put it in
 # front of their own GRPOTrainer subclass.
@@ -44,13 +63,16 @@ def _completion_text(completion: Any) -> str:
     return "".join(str(turn.get("content", "")) for turn in completion)
 
 
-class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by mypy
+class AdmissionMixin(HoldsAdmission, _Base):  # type: ignore[misc]  # TRL is not followed by mypy
     """
     Group admission and bounded resampling for any ``GRPOTrainer`` subclass.
 
     Put it first in the bases (``class MyTrainer(AdmissionMixin, MyGRPOTrainer)``) and
     pass ``admission=`` and ``budget=`` to the constructor; everything else goes to the
-    trainer unchanged. See :class:`AdmissionGRPOTrainer`.
+    trainer unchanged. ``admission`` may also be a whole :class:`SessionConfig` block
+    (``{"preset": "recommended", "policy": {"gate_on": ["accuracy"]}}``): its policy, loss
+    scale, budget (when it resamples) and history (unless ``budget=`` or
+    ``prompt_history=`` are given). See :class:`AdmissionGRPOTrainer`.
 
     .. versionadded:: 0.2.0
     """
@@ -58,7 +80,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
     def __init__(
         self,
         *args: Any,
-        admission: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        admission: GroupAdmissionPolicy
+        | GroupAdmissionConfig
+        | SessionConfig
+        | Mapping[str, Any]
+        | None = None,
         budget: SamplingBudgetConfig | Mapping[str, Any] | None = None,
         prompt_history: PromptHistory | PromptHistoryConfig | Mapping[str, Any] | str | None = None,
         prompt_id: str | Callable[[Mapping[str, Any]], PromptId] | None = None,
@@ -66,8 +92,13 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.admission_session = AdmissionSession(admission, budget=budget, host="trl", loss_scale=loss_scale)
-        self._check_gate_on(self.admission_session.policy.config.gate_on)
+        block = session_config_of(admission)
+        if block is not None and prompt_history is None:
+            prompt_history = block.history
+        admission, budget, _, loss_scale = unpack_block(admission, budget=budget, loss_scale=loss_scale)
+        session = AdmissionSession(admission, budget=budget, host="trl", loss_scale=loss_scale)
+        self.admission = AdapterSession(block, host="trl", session=session)
+        self._check_gate_on(session.policy.config.gate_on)
         self._admission_prompts: PromptStream | None = None
         self.prompt_history: PromptHistory | None = None
         self._prompt_ids: PromptIds | None = None
@@ -87,7 +118,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
                 raise ValueError(msg)
             self._admission_prompts = PromptStream(self.train_dataset, self.args.seed + 1)
         self._captured: tuple[torch.Tensor, list[Any]] | None = None
-        self.last_step_report: StepReport | None = None
+
+    @property
+    def admission_session(self) -> AdmissionSession:
+        """The :class:`AdmissionSession` that judges, counts and plans (also :attr:`session`)."""
+        return self.admission.session
 
     def _check_gate_on(self, gate_on: tuple[str, ...] | None) -> None:
         names = list(self.reward_func_names)
@@ -118,7 +153,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if not self.model.training:  # evaluation measures the policy; nothing is trained
             evaluated: dict[str, Any] = super()._generate_and_score_completions(inputs)
             return evaluated
-        session, size = self.admission_session, self.num_generations
+        session, size = self.admission.session, self.num_generations
         first, ids, tokens = self._generate_round(inputs)
         groups = first["advantages"].size(0) * self.accelerator.num_processes // size
         # A failed round (generation, a reward function) ends the step too: it must not stay open.
@@ -147,7 +182,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         report = step.report
         output = first if len(rounds) == 1 else self._merge(rounds, slots)
         self._log_step(report, rate, float(verdict.keep.mean()), (skipped, forced))
-        self.last_step_report = report
+        self.admission.last_report = report
         return self._mask(output, filled, report)
 
     def _resample_picked(
@@ -189,7 +224,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         Picked prompts the round does not need go back to the front of the stream; skipped
         ones are used up. The rate is the chosen prompts' mean informative probability.
         """
-        session, limit = self.admission_session, len(self.train_dataset)
+        session, limit = self.admission.session, len(self.train_dataset)
         offer, skipped = min(session.plan(num_generations=self.num_generations).extra_groups, limit), 0
         while offer:
             indices = stream.take(offer)
@@ -264,12 +299,12 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
     def _judge(self, tokens: int) -> BatchAdmissionVerdict:
         rewards, completions = self._captured_round()
         self._captured = None
-        config = self.admission_session.policy.config
+        config = self.admission.session.policy.config
         texts = None
         if config.similarity_gate_enabled:
             flat = [_completion_text(c) for c in gather_object(list(completions))]
             texts = chunk(flat, self.num_generations)
-        return self.admission_session.judge_batch(
+        return self.admission.session.judge_batch(
             session_rewards(
                 rewards,
                 list(self.reward_func_names),
@@ -293,7 +328,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         """Judge a round (``tokens``: decoded), and record its groups into the prompt history (if any)."""
         verdict = self._judge(tokens)
         if self.prompt_history is not None and ids is not None:
-            self.prompt_history.observe_batch(ids, verdict.result, step=self.admission_session.step)
+            self.prompt_history.observe_batch(ids, verdict.result, step=self.admission.session.step)
         return verdict
 
     def _merge(self, rounds: Sequence[dict[str, Any]], slots: Sequence[tuple[int, int]]) -> dict[str, Any]:
@@ -312,7 +347,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             output,
             keep[index * local : (index + 1) * local],
             loss_type=self.loss_type,
-            mode=self.admission_session.loss_scale,
+            mode=self.admission.session.loss_scale,
             scale=report.loss_scale,
             rows=(int(keep.sum().item()), keep.size(0)),
             gather_sum=lambda value: gather(value).sum(),
@@ -321,11 +356,11 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
     def _log_step(
         self, report: StepReport, effective_rate: float, rate_before: float, prompts: tuple[int, int]
     ) -> None:
-        values = step_metrics(self.admission_session, report, prefix="", effective_rate=effective_rate)
+        values = step_metrics(self.admission.session, report, prefix="", effective_rate=effective_rate)
         values["informative_rate_before"] = rate_before
         if self.prompt_history is not None:
             skipped, forced = prompts
-            step = self.admission_session.step
+            step = self.admission.session.step
             values.update(
                 history_metrics(self.prompt_history, step=step, prefix="", skipped=skipped, forced=forced)
             )
@@ -338,7 +373,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
         if not self.args.should_save:
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-        state = {"session": self.admission_session.state_dict()}
+        state = {"session": self.admission.session.state_dict()}
         if self._admission_prompts is not None:
             state["prompts"] = self._admission_prompts.state_dict()
         if self.prompt_history is not None:
@@ -355,7 +390,7 @@ class AdmissionMixin(_Base):  # type: ignore[misc]  # TRL is not followed by myp
             return
         with open(path, encoding="utf-8") as handle:
             state = parse_state(handle.read())  # a key written twice is refused, not dropped
-        self.admission_session.load_state_dict(state["session"])
+        self.admission.session.load_state_dict(state["session"])
         if self._admission_prompts is not None and "prompts" in state:
             self._admission_prompts.load_state_dict(state["prompts"])
         if self.prompt_history is not None and "prompt_history" in state:

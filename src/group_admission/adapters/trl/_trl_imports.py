@@ -8,8 +8,7 @@ import fails here, with the pip line that installs them, and a TRL outside
 
 from __future__ import annotations
 
-from ..._loading import install_line
-from .._host_support import import_host
+from .._kit import import_host, install_line
 from ._versions import SUPPORTED_VERSIONS
 
 for _module, _needs in (

@@ -10,7 +10,7 @@ package imports TRL; see docs/adapters/trl_async.md.
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._loop import HOST, METRIC_PREFIX, NO_TRAINABLE_TOKENS, AdmissionRolloutLoop, AdmissionRolloutWorker
 from ._trainer import STATE_FILE, AdmissionAsyncGRPOTrainer, StaleDrops
 from ._versions import INSTALL_HINT, SUPPORTED_VERSIONS

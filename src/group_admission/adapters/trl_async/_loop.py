@@ -23,9 +23,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..._stream import AdmissionStream
-from ..._stream_types import StreamVerdict
-from .._adapter_runtime import ReportWindow
+from ... import AdmissionStream, StreamVerdict
+from .._kit import ReportWindow
 from ._versions import import_async_grpo
 
 import_async_grpo()

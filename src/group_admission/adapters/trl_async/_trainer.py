@@ -20,8 +20,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from ..._state_checks import parse_state
-from ..._stream import AdmissionStream
+from ... import AdmissionStream, parse_state
 from ._loop import HOST, METRIC_PREFIX, AdmissionRolloutLoop
 from ._versions import import_async_grpo
 

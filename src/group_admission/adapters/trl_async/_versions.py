@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..._loading import install_line
-from .._host_support import host_versions, import_host
+from .._kit import host_versions, import_host, install_line
 
 __all__ = ["ADAPTER", "INSTALL_HINT", "SUPPORTED_VERSIONS", "import_async_grpo"]
 

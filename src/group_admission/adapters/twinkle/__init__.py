@@ -11,7 +11,7 @@ this package imports no twinkle and no torch. See ``docs/adapters/twinkle.md``.
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._rounds import AdmittedBatch, sample_admitted_groups
 from ._rows import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE
 from ._step import METRIC_PREFIX, AdmittedRows, TwinkleGroupAdmission

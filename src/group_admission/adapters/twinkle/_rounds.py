@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from ..._budget import ResamplePlan
-from ..._exceptions import BudgetExhaustedError
-from ..._session import StepReport
-from ..._validation import check_choice, check_count
-from .._adapter_runtime import EXHAUSTION_ACTIONS, ExhaustionAction, chunk
-from .._adapter_step import admission_step, exhausted_message
+from ... import BudgetExhaustedError, ResamplePlan, StepReport
+from .._kit import (
+    EXHAUSTION_ACTIONS,
+    ExhaustionAction,
+    admission_step,
+    check_choice,
+    check_count,
+    chunk,
+    exhausted_message,
+)
 from ._rows import WRONG_GROUP_SIZE, RowRewards
 from ._step import METRIC_PREFIX, TwinkleGroupAdmission
 

@@ -18,8 +18,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ..._validation import describe
-from .._adapter_runtime import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE, chunk, scalar_reward
+from .._kit import UNSUMMABLE_REWARD, WRONG_GROUP_SIZE, chunk, describe, scalar_reward
 
 if TYPE_CHECKING:
     import torch

@@ -15,15 +15,31 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ..._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
-from ..._config import GroupAdmissionConfig
-from ..._limits import DropLimits
-from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
-from ..._policy import GroupAdmissionPolicy
-from ..._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
-from ..._validation import check_choice, check_count, describe
-from .._adapter_runtime import SessionHolder, chunk
-from .._adapter_step import step_metrics
+from ... import (
+    AdmissionSession,
+    AdmissionVerdict,
+    BatchAdmissionVerdict,
+    DropLimits,
+    GroupAdmissionConfig,
+    GroupAdmissionPolicy,
+    ResamplePlan,
+    SamplingBudgetConfig,
+    SamplingBudgetController,
+    SessionConfig,
+    StepReport,
+)
+from .._kit import (
+    DEFAULT_LOSS_SCALE,
+    AdapterSession,
+    HoldsAdmission,
+    LossScale,
+    check_choice,
+    check_count,
+    chunk,
+    describe,
+    step_metrics,
+    unpack_block,
+)
 from ._rows import UNSUMMABLE_REWARD, RowRewards
 from ._versions import import_twinkle
 
@@ -80,7 +96,7 @@ class AdmittedRows:
         return [value for value, kept in zip(values, rows, strict=True) if kept]
 
 
-class TwinkleGroupAdmission(SessionHolder):
+class TwinkleGroupAdmission(HoldsAdmission):
     """
     Group admission for a twinkle-kit 0.5.1 loop: sampler -> rewards -> *admission* -> ``GRPOAdvantage``.
 
@@ -92,7 +108,8 @@ class TwinkleGroupAdmission(SessionHolder):
 
     Args:
         policy: The admission policy (or a config / mapping for one; ``None`` admits every
-            group with finite rewards).
+            group with finite rewards), or a whole :class:`SessionConfig` block
+            (``{"preset": "recommended"}``) whose sections fill the arguments not given.
         num_generations: G, the completions per prompt (>= 2).
         budget: The sampling budget for resampling rounds (a controller, config or mapping),
             or ``None``: no resampling.
@@ -114,7 +131,7 @@ class TwinkleGroupAdmission(SessionHolder):
 
     def __init__(
         self,
-        policy: GroupAdmissionPolicy | GroupAdmissionConfig | Mapping[str, Any] | None = None,
+        policy: GroupAdmissionPolicy | GroupAdmissionConfig | SessionConfig | Mapping[str, Any] | None = None,
         *,
         num_generations: int,
         budget: SamplingBudgetController | SamplingBudgetConfig | Mapping[str, Any] | None = None,
@@ -123,6 +140,9 @@ class TwinkleGroupAdmission(SessionHolder):
         advantage_fn: Callable[..., Any] | None = None,
         loss_scale: LossScale = DEFAULT_LOSS_SCALE,
     ) -> None:
+        policy, budget, limits, loss_scale = unpack_block(
+            policy, budget=budget, limits=limits, loss_scale=loss_scale
+        )
         self._num_generations = check_count(num_generations, "num_generations", 2)
         check_choice(scale, "scale", _SCALES)
         if advantage_fn is not None and not callable(advantage_fn):
@@ -130,9 +150,10 @@ class TwinkleGroupAdmission(SessionHolder):
             raise TypeError(msg)
         self._scale: Scale = scale
         self._advantage_fn = advantage_fn
-        self._session = AdmissionSession(
+        session = AdmissionSession(
             policy, budget=budget, limits=limits, host="twinkle", loss_scale=loss_scale
         )
+        self.admission = AdapterSession(None, host="twinkle", session=session)
 
     @property
     def num_generations(self) -> int:
@@ -175,15 +196,15 @@ class TwinkleGroupAdmission(SessionHolder):
         values, problems = rows.grouped(size)
         for group, found in problems.items():
             reasons[group].extend(found)
-        for group in rows.unsummable_groups(self._session.policy.config.gate_on, size):
+        for group in rows.unsummable_groups(self.session.policy.config.gate_on, size):
             reasons[group].append(UNSUMMABLE_REWARD)
         texts = None
-        if completions is not None and self._session.policy.config.similarity_gate_enabled:
+        if completions is not None and self.session.policy.config.similarity_gate_enabled:
             if len(completions) != rows.rows:
                 msg = f"'completions' must have one entry per row ({rows.rows}) (got {len(completions)})"
                 raise ValueError(msg)
             texts = chunk(completions, size)
-        verdicts = self._session.judge_batch(
+        verdicts = self.session.judge_batch(
             values,
             texts,
             external_reasons=reasons,
@@ -201,7 +222,7 @@ class TwinkleGroupAdmission(SessionHolder):
         For a group twinkle's layout cannot hold, such as a request answered with another
         number of sequences than asked; ``reason`` names the problem.
         """
-        return self._session.judge(
+        return self.session.judge(
             [None] * max(1, members), external_reasons=[reason], generated_tokens=generated_tokens
         )
 
@@ -242,17 +263,18 @@ class TwinkleGroupAdmission(SessionHolder):
     # -- the step (resampling rounds) ----------------------------------------------------
     def begin_step(self, target_groups: int) -> None:
         """Start a step that needs ``target_groups`` kept groups (the batch's prompts)."""
-        self._session.begin_step(target_groups)
+        self.session.begin_step(target_groups)
 
     def plan(self, *, estimated_tokens_per_group: float | None = None) -> ResamplePlan:
         """Close the round: the round planner's next round of G-completion groups."""
-        return self._session.plan(
+        return self.session.plan(
             num_generations=self._num_generations, estimated_tokens_per_group=estimated_tokens_per_group
         )
 
     def end_step(self) -> StepReport:
         """Close the step and report what it kept and cost."""
-        return self._session.end_step()
+        self.admission.last_report = self.session.end_step()
+        return self.admission.last_report
 
     def metrics(self, report: StepReport | None = None) -> dict[str, int | float]:
         """
@@ -262,6 +284,6 @@ class TwinkleGroupAdmission(SessionHolder):
         plan's ``effective_rate``, then the step's counts under ``step/`` and the run's
         under ``total/``.
         """
-        plan = self._session.last_plan
+        plan = self.session.last_plan
         rate = None if plan is None else plan.effective_rate
-        return step_metrics(self._session, report, prefix=METRIC_PREFIX, effective_rate=rate)
+        return step_metrics(self.session, report, prefix=METRIC_PREFIX, effective_rate=rate)

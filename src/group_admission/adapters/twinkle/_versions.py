@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._host_support import host_versions, import_host
+from .._kit import host_versions, import_host
 
 __all__ = ["INSTALL_HINT", "SUPPORTED_VERSIONS", "import_twinkle"]
 

@@ -18,7 +18,7 @@ Importing this module imports verl 0.9 and TransferQueue; without them it raises
 
 from __future__ import annotations
 
-from .._host_support import publish as _publish
+from .._kit import publish as _publish
 from ._checkpoint import AdmissionCheckpointCallback
 from ._checkpoint_state import STATE_FILE
 from ._metrics import METRIC_PREFIX

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..._state_checks import parse_state
+from ... import parse_state
 
 __all__ = ["STATE_FILE", "load_session_state", "save_session_state"]
 

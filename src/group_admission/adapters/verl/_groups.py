@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from ..._exceptions import ConfigurationError
-from .._adapter_runtime import UNSUMMABLE_REWARD, scalar_reward
+from ... import ConfigurationError
+from .._kit import UNSUMMABLE_REWARD, scalar_reward
 from ._settings import CANONICAL_REWARD
 
 __all__ = [

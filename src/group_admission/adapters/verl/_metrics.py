@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..._budget import ResamplePlan
-from ..._session import AdmissionSession, StepReport
-from .._adapter_step import step_metrics as _step_metrics
+from ... import AdmissionSession, ResamplePlan, StepReport
+from .._kit import step_metrics as _step_metrics
 
 __all__ = ["METRIC_PREFIX", "step_metrics"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._adapter_history import build_history
+from .._kit import build_history
 from ._prompt_sampler import AdmissionPromptSampler, PromptIdDataset
 from ._verl_imports import PPOTrainer, StatefulDataLoader
 

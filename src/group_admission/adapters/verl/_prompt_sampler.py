@@ -18,10 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sized
 from typing import Any
 
-from ..._exceptions import CheckpointError
-from ..._history import PromptHistory
-from ..._validation import describe
-from .._adapter_history import restored_history
+from ... import CheckpointError, PromptHistory
+from .._kit import describe, restored_history
 from ._verl_imports import Sampler, torch
 
 __all__ = ["PROMPT_ID_FIELD", "STATE_FORMAT", "AdmissionPromptSampler", "PromptIdDataset"]

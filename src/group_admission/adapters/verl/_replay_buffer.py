@@ -14,11 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..._budget import ResamplePlan
-from ..._exceptions import BudgetExhaustedError
-from ..._session import AdmissionSession, AdmissionVerdict, StepReport
-from .._adapter_history import history_metrics
-from .._adapter_step import admission_step, exhausted_message
+from ... import AdmissionSession, AdmissionVerdict, BudgetExhaustedError, ResamplePlan, StepReport
+from .._kit import admission_step, exhausted_message, history_metrics
 from ._checkpoint_state import load_session_state
 from ._groups import GroupRewards, build_group, keys_by_uid, launched_sessions, no_trajectories
 from ._metrics import METRIC_PREFIX, step_metrics

@@ -13,27 +13,22 @@ from typing import Any
 
 import attrs
 
-from ..._budget import SamplingBudgetConfig
-from ..._config import GroupAdmissionConfig
-from ..._limits import DropLimits
-from ..._loading import from_mapping
-from ..._loss_scale import LossScale
-from ..._validation import (
-    check_ge,
-    check_gt,
-    check_optional,
-    describe,
-    int_field,
-    real_field,
-)
-from .._adapter_history import history_field
-from .._adapter_runtime import (
+from ... import DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
+from .._kit import (
     ExhaustionAction,
+    LossScale,
     as_budget,
     as_limits,
     as_policy_config,
+    check_ge,
+    check_gt,
+    check_optional,
+    history_field,
+    int_field,
     loss_scale_field,
     on_exhausted_field,
+    real_field,
+    settings_from,
     token_ids_only,
 )
 
@@ -112,13 +107,11 @@ class VerlAdmissionSettings:
         """
         Build the settings from ``sampler_kwargs`` (``None`` or empty: all defaults).
 
+        ``sampler_kwargs`` may carry a :class:`~group_admission.SessionConfig` block
+        (``preset: recommended`` plus overrides) beside the sampler's own keys.
+
         Raises:
             TypeError: the value is not a mapping, or a setting has the wrong type.
             ValueError: a key is unknown or a value is out of range.
         """
-        if mapping is None:
-            return cls()
-        if not isinstance(mapping, Mapping):
-            msg = f"'trainer.v1.sampler.sampler_kwargs' must be a mapping (got {describe(mapping)})"
-            raise TypeError(msg)
-        return from_mapping(cls, mapping, source="'trainer.v1.sampler.sampler_kwargs'")
+        return settings_from(cls, mapping, "'trainer.v1.sampler.sampler_kwargs'")

@@ -11,8 +11,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ..._loading import install_line
-from .._host_support import import_host
+from .._kit import import_host, install_line
 from ._versions import SUPPORTED_VERSIONS
 
 __all__ = [

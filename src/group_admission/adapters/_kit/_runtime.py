@@ -3,68 +3,67 @@ The adapter runtime: one admission loop per configuration, report windows, and r
 
 An adapter translates; this module owns what adapters would otherwise each rebuild:
 
-- :class:`AdapterSession`: one configuration's :class:`AdmissionSession` (built from
-  settings that give ``policy``, ``limits`` and, for hosts that resample, ``budget``), its
-  :class:`ReportWindow`, a lock for the host's own per-configuration state, and
+- :class:`AdapterSession`: the one way to hold a session. One configuration's
+  :class:`AdmissionSession` (built from the settings, or given), its :class:`ReportWindow`,
+  ``last_report``, a lock for the host's own per-configuration state, and
   :meth:`~AdapterSession.warn_once`. Subclass it to add that state.
 - :class:`SessionRegistry`: for hosts that load a function by import path and call it with
   their config (slime, ROLL's RLVR loop), and for OpenRLHF's generator (one per trainer
   actor, its settings read from the environment): one :class:`AdapterSession` per distinct
   settings mapping, built on first use, for the life of the process; ``reset()`` forgets them.
-- :class:`SessionHolder`: for hook objects a host builds with their settings (the
-  Challenger's hand-off, RAGEN's filter, twinkle's step): ``session``, ``policy``, ``stats``.
+- :class:`HoldsAdmission`: for hook objects a host builds with their settings (the
+  Challenger's hand-off, RAGEN's filter, twinkle's step): they hold an
+  :class:`AdapterSession` as ``admission`` and show ``session``, ``policy``, ``stats``,
+  ``last_report``.
 - :class:`ReportWindow`: for hosts that report counts in batches (slime once per rollout,
   ROLL on each kept group): the counts judged since the last report under their metric
   names, plus the session's ``cumulative_effective_group_rate``.
-- Reading helpers: :func:`scalar_reward`, :class:`GroupInput`, :func:`chunk`, and the
-  settings fields and coercers every adapter's settings class uses.
+- Reading helpers: :func:`scalar_reward`, :class:`GroupInput` (the one way to judge a
+  group a host translated), :func:`chunk`, and the settings fields and coercers every
+  adapter's settings class uses (``_settings``, where :func:`settings_from` also reads a
+  :class:`SessionConfig` block, ``preset: recommended``, into them).
 
-A step (open, close, log, explain a short one) lives in ``_adapter_step``; every host
-logs it with the one step vocabulary (:func:`~._adapter_step.step_metrics`), slime's
-per-rollout window aside::
+A step is ``with runtime.step(target) as step:`` (:func:`~._step.admission_step`, which
+also keeps ``last_report``); every host logs it with the one step vocabulary
+(:func:`~._step.step_metrics`), slime's per-rollout window aside::
 
     _SESSIONS: SessionRegistry[AdapterSession[MySettings]] = SessionRegistry()
 
     def generate(config, prompts):                          # the host's entry point
         runtime = _SESSIONS.get(config, lambda: AdapterSession(MySettings.from_mapping(config), host="my"))
-        session = runtime.session
-        with admission_step(session, len(prompts)) as step:
+        with runtime.step(len(prompts)) as step:
             plan = ...                                      # judge groups, session.plan(...)
-        return step_metrics(session, step.report, effective_rate=plan.effective_rate)
-
-Supported host versions and the import of a host live in ``_host_support``.
+        return step_metrics(runtime.session, step.report, effective_rate=plan.effective_rate)
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import math
 import numbers
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from .._budget import SamplingBudgetConfig
-from .._config import GroupAdmissionConfig
-from .._decision import GroupAdmissionDecision
-from .._limits import DropLimits
-from .._loading import coerce_config, from_mapping
-from .._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
-from .._metrics import AdmissionStats
-from .._policy import GroupAdmissionPolicy
-from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
-from .._session import AdmissionSession, AdmissionVerdict
-from .._tokens import TOKEN_KINDS, TokenTally
-from .._validation import check_ge, check_one_of, describe, int_field
+from ..._budget import SamplingBudgetConfig
+from ..._config import GroupAdmissionConfig
+from ..._decision import GroupAdmissionDecision
+from ..._exceptions import StepLifecycleError
+from ..._limits import DropLimits
+from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
+from ..._metrics import AdmissionStats
+from ..._policy import GroupAdmissionPolicy
+from ..._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
+from ..._session import AdmissionSession, AdmissionVerdict, StepReport
+from ..._session_config import SessionConfig
+from ..._tokens import TOKEN_KINDS, TokenTally
+from ._settings import settings_key
+from ._step import OpenStep, admission_step
 
 R = TypeVar("R")
 
-#: What a host does when the budget stops a step short of its target: train on what it kept,
-#: or raise :class:`BudgetExhaustedError`.
-ExhaustionAction = Literal["train", "raise"]
-EXHAUSTION_ACTIONS: tuple[ExhaustionAction, ...] = ("train", "raise")
 #: The external reason of a group with a row whose reward the host trains on is not finite in
 #: the dtype it trains in (twinkle's, TRL's and verl's sums are float32), although the gated
 #: values are: the host would compute NaN advantages.
@@ -91,7 +90,7 @@ class AdapterSettings(Protocol):
         """The session's drop limits."""
 
 
-S = TypeVar("S", bound=AdapterSettings)
+S = TypeVar("S")
 A = TypeVar("A", bound="AdapterSession[Any]")
 
 
@@ -149,14 +148,30 @@ class ReportWindow:
 
 class AdapterSession(Generic[S]):
     """
-    One configuration's admission loop in an adapter: settings, session, report window.
+    One configuration's admission loop in an adapter: settings, session, report window, last report.
+
+    The one way an adapter holds a session. Hosts that call a function with their config
+    keep one per configuration in a :class:`SessionRegistry`; hook objects a host builds
+    hold one as ``self.admission`` and show it through :class:`HoldsAdmission`.
+
+    Args:
+        settings: The adapter's settings. Unless ``session`` is given, the session is built
+            from them: a :class:`SessionConfig` builds it with :meth:`SessionConfig.session`;
+            any other settings give ``policy`` and ``limits``, and optionally ``budget``
+            and ``loss_scale``.
+        host: The host's name, for the session's messages.
+        session: A session built by the adapter (from a policy object, a controller...).
+        budget: Overrides the settings' ``budget``.
+        loss_scale: Overrides the settings' ``loss_scale``.
 
     Attributes:
-        settings: The adapter's settings (``policy``, ``limits``, optionally ``budget``).
+        settings: The adapter's settings.
         session: The :class:`AdmissionSession` that judges, counts and plans.
         window: The :class:`ReportWindow` over ``session``.
         lock: Guards the host state a subclass adds (one configuration may be called
             from several threads).
+        last_report: The :class:`StepReport` of the latest step :meth:`step` ended
+            (``None`` before one).
     """
 
     def __init__(
@@ -164,26 +179,38 @@ class AdapterSession(Generic[S]):
         settings: S,
         *,
         host: str,
+        session: AdmissionSession | None = None,
         budget: SamplingBudgetConfig | None = None,
         loss_scale: LossScale | None = None,
     ) -> None:
         self.settings = settings
-        if budget is None:
-            budget = getattr(settings, "budget", None)
-        scale: LossScale = (
-            getattr(settings, "loss_scale", DEFAULT_LOSS_SCALE) if loss_scale is None else loss_scale
-        )
-        self.session = AdmissionSession(
-            settings.policy, budget=budget, limits=settings.limits, host=host, loss_scale=scale
-        )
+        self.session = session if session is not None else _build_session(settings, host, budget, loss_scale)
         self.window = ReportWindow(self.session)
         self.lock = threading.RLock()
+        self.last_report: StepReport | None = None
         self._warned: set[str] = set()
+
+    @property
+    def stats(self) -> AdmissionStats:
+        """A copy of the admission counts over the session's life."""
+        return self.session.stats
 
     @property
     def texts(self) -> bool:
         """Whether the policy reads completions (its redundancy gate is on)."""
         return self.session.policy.config.similarity_gate_enabled
+
+    @contextlib.contextmanager
+    def step(self, target_groups: int) -> Iterator[OpenStep]:
+        """:func:`admission_step` on :attr:`session`, keeping its report as :attr:`last_report`."""
+        opened: OpenStep | None = None
+        try:
+            with admission_step(self.session, target_groups) as opened:
+                yield opened
+        finally:
+            if opened is not None:
+                with contextlib.suppress(StepLifecycleError):  # ending it failed: no report
+                    self.last_report = opened.report
 
     def warn_once(self, key: str) -> bool:
         """True the first time ``key`` is asked: for a warning or log line given once per configuration."""
@@ -193,30 +220,52 @@ class AdapterSession(Generic[S]):
         return first
 
 
-class SessionHolder:
-    """
-    A host object built with its settings, holding one session: shows it, its policy and its counts.
+def _build_session(
+    settings: Any, host: str, budget: SamplingBudgetConfig | None, loss_scale: LossScale | None
+) -> AdmissionSession:
+    if isinstance(settings, SessionConfig):
+        return settings.session(host=host)
+    scale: LossScale = (
+        getattr(settings, "loss_scale", DEFAULT_LOSS_SCALE) if loss_scale is None else loss_scale
+    )
+    return AdmissionSession(
+        settings.policy,
+        budget=getattr(settings, "budget", None) if budget is None else budget,
+        limits=settings.limits,
+        host=host,
+        loss_scale=scale,
+    )
 
-    For the hooks a host constructs (the Challenger's hand-off, RAGEN's filter, twinkle's
-    admission step); set ``_session`` in ``__init__``.
+
+class HoldsAdmission:
+    """
+    A hook object a host builds, holding its :class:`AdapterSession` as ``admission``.
+
+    Shows the session, its policy, its counts and the last step's report; set
+    ``self.admission`` in ``__init__``.
     """
 
-    _session: AdmissionSession
+    admission: AdapterSession[Any]
 
     @property
     def session(self) -> AdmissionSession:
         """The session that judges, counts and plans."""
-        return self._session
+        return self.admission.session
 
     @property
     def policy(self) -> GroupAdmissionPolicy:
         """The admission policy."""
-        return self._session.policy
+        return self.admission.session.policy
 
     @property
     def stats(self) -> AdmissionStats:
         """A copy of the admission counts over the object's life."""
-        return self._session.stats
+        return self.admission.stats
+
+    @property
+    def last_report(self) -> StepReport | None:
+        """The :class:`StepReport` of the latest step that ended (``None`` before one)."""
+        return self.admission.last_report
 
 
 class SessionRegistry(Generic[A]):
@@ -258,102 +307,6 @@ class SessionRegistry(Generic[A]):
         self._sessions.clear()
         if self._on_reset is not None:
             self._on_reset()
-
-
-def as_policy_config(value: Any) -> GroupAdmissionConfig:
-    """Convert the ``policy`` setting (a mapping of config fields, or ``None``) to a config."""
-    if value is None:
-        return GroupAdmissionConfig()
-    if isinstance(value, GroupAdmissionConfig):
-        return value
-    if isinstance(value, Mapping):
-        return GroupAdmissionConfig.from_mapping(value)
-    msg = f"'policy' must be a mapping of GroupAdmissionConfig fields (got {describe(value)})"
-    raise TypeError(msg)
-
-
-def scalar_policy_config(value: Any) -> GroupAdmissionConfig:
-    """:func:`as_policy_config`, refusing ``gate_on``: these hosts give one scalar reward per member."""
-    config = as_policy_config(value)
-    if config.gate_on is not None:
-        msg = (
-            "'policy.gate_on' is not supported here: the framework gives one scalar "
-            f"reward per member (got {list(config.gate_on)!r})"
-        )
-        raise ValueError(msg)
-    return config
-
-
-def token_ids_only(
-    adapter: str, holder: str
-) -> Callable[[object, attrs.Attribute[Any], GroupAdmissionConfig], None]:
-    """
-    A ``policy`` validator refusing the redundancy gate, for hosts whose rollouts hold token ids.
-
-    ``holder`` says what holds them (``"its experiences hold"``): comparing texts would mean
-    decoding every completion, which is not an adapter's job.
-    """
-
-    def check(_inst: object, attribute: attrs.Attribute[Any], value: GroupAdmissionConfig) -> None:
-        if value.similarity_gate_enabled:
-            msg = (
-                f"'{attribute.name}.max_mean_pairwise_similarity' is not supported by the {adapter} adapter: "
-                f"{holder} token ids, not completion texts (got {value.max_mean_pairwise_similarity!r})"
-            )
-            raise ValueError(msg)
-
-    return check
-
-
-def as_budget(value: Any) -> SamplingBudgetConfig:
-    """Convert the ``budget`` setting (:class:`SamplingBudgetConfig` fields, or ``None``: the defaults)."""
-    return coerce_config(SamplingBudgetConfig, value, name="budget")
-
-
-def as_limits(value: Any) -> DropLimits:
-    """Convert the ``limits`` setting (:class:`DropLimits` fields, or ``None``: none)."""
-    return coerce_config(DropLimits, value, name="limits")
-
-
-def loss_scale_field() -> Any:
-    """The ``loss_scale`` setting: the session's loss-scale mode (default: the sessions' own)."""
-    return attrs.field(default=DEFAULT_LOSS_SCALE, validator=check_one_of(LOSS_SCALES))
-
-
-def on_exhausted_field() -> Any:
-    """The ``on_exhausted`` setting: ``"train"`` (the default) on what the step kept, or ``"raise"``."""
-    return attrs.field(default="train", validator=check_one_of(EXHAUSTION_ACTIONS))
-
-
-def failed_streak_field() -> Any:
-    """The ``max_consecutive_failed_groups`` setting: an integer >= 1 or ``None``, 8 by default."""
-    return int_field(8, check_ge(1), optional=True)
-
-
-def to_str_tuple(value: Any) -> Any:
-    """Turn a YAML list (or one string) into a tuple; leave anything else for the validator."""
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value) if isinstance(value, Sequence) else value
-
-
-def settings_from(cls: type[R], raw: Any, source: str, *, where: str | None = None) -> R:
-    """Build ``cls`` from a raw mapping (``None``: defaults); errors name ``source`` (or ``where``)."""
-    if raw is None:
-        return cls()
-    if not isinstance(raw, Mapping):
-        msg = f"{source} must be a mapping (got {describe(raw)})"
-        raise TypeError(msg)
-    return from_mapping(cls, raw, source=where or source)
-
-
-def settings_key(raw: Any) -> str:
-    """A canonical text form of a raw settings mapping, to keep one session per configuration."""
-    try:
-        return json.dumps(raw, sort_keys=True, default=repr, separators=(",", ":"))
-    except (TypeError, ValueError):
-        # Mixed-type keys cannot be sorted; their repr still identifies the configuration.
-        return repr(raw)
 
 
 def chunk(values: Sequence[R], size: int) -> list[list[R]]:
@@ -408,7 +361,7 @@ class GroupInput:
         self.add(None, None, rollout_id)
 
     def evaluate(self, policy: GroupAdmissionPolicy) -> GroupAdmissionDecision:
-        """The policy's decision on this group, counted nowhere."""
+        """The policy's decision on this group, counted nowhere (for a host that records it later)."""
         return policy.evaluate(
             self.rewards,
             self.completions if policy.config.similarity_gate_enabled else None,
@@ -418,5 +371,13 @@ class GroupInput:
         )
 
     def judge(self, session: AdmissionSession, *, step: int | str | None = None) -> AdmissionVerdict:
-        """The session's verdict on this group: counted, with its drop limits applied."""
-        return session.record(self.evaluate(session.policy), step=step, generated_tokens=self.tokens)
+        """The session's verdict on this group (:meth:`AdmissionSession.judge`): counted, limits applied."""
+        return session.judge(
+            self.rewards,
+            self.completions if session.policy.config.similarity_gate_enabled else None,
+            external_reasons=self.external,
+            rollout_ids=self.rollout_ids,
+            group_key=self.group_key,
+            generated_tokens=self.tokens,
+            step=step,
+        )

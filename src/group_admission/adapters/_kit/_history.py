@@ -14,11 +14,11 @@ from typing import Any
 
 import attrs
 
-from .._exceptions import CheckpointError
-from .._history import PromptHistory
-from .._history_config import PromptHistoryConfig
-from .._session_config import SessionConfig
-from .._validation import describe
+from ..._exceptions import CheckpointError
+from ..._history import PromptHistory
+from ..._history_config import PromptHistoryConfig
+from ..._session_config import SessionConfig
+from ..._validation import describe
 
 __all__ = [
     "HISTORY_METRICS",

@@ -20,13 +20,14 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from types import MappingProxyType, ModuleType
+from typing import Any
 
-from .._validation import describe
+from ..._validation import deprecated, describe
 
-__all__ = ["check_versions", "find_host", "host_versions", "import_host", "publish"]
+__all__ = ["check_versions", "find_host", "host_versions", "import_host", "moved_names", "publish"]
 
 #: A commit pin: ``owner/repository@<7 to 40 hex digits>``.
 _COMMIT = re.compile(r"(?P<repository>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{7,40})")
@@ -160,3 +161,22 @@ def publish(package: str) -> None:
             # Constants (str, mappings) have no writable __module__; skip them.
             with contextlib.suppress(AttributeError, TypeError):
                 value.__module__ = package
+
+
+def moved_names(package: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """
+    A module ``__getattr__`` for names an adapter package no longer exports: they warn, then resolve.
+
+    ``moved`` maps each old name to where it lives (``"group_admission.ConsecutiveFailedGroupsError"``);
+    using the old name warns (``DeprecationWarning``, removed in the deprecation release).
+    """
+
+    def __getattr__(name: str) -> Any:  # noqa: N807  (a module's __getattr__)
+        if name not in moved:
+            msg = f"module {package!r} has no attribute {name!r}"
+            raise AttributeError(msg)
+        module, _, attribute = moved[name].rpartition(".")
+        deprecated(f"{package}.{name}", f"import {attribute} from {module}")
+        return getattr(importlib.import_module(module), attribute)
+
+    return __getattr__

@@ -20,9 +20,9 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._exceptions import StepLifecycleError
-from .._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE, RejectionReason
-from .._session import AdmissionSession, StepReport
+from ..._exceptions import StepLifecycleError
+from ..._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE, RejectionReason
+from ..._session import AdmissionSession, StepReport
 
 __all__ = [
     "OpenStep",
