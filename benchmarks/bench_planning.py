@@ -18,7 +18,7 @@ Planning goals, each as a ratio against the peer measured in the same run (figur
 
 Every goal prints as ``[met ]`` or ``[MISS]`` with its ratio; misses say why.
 
-Run:  python benchmarks/bench_planning.py [streaming] [pool]   (writes
+Run:  python -m benchmarks.bench_planning [streaming] [pool]   (writes
       benchmarks/results/bench_planning.json and the figures docs/planning/*.png; naming a
       section reruns only it and keeps the other's results)
 """
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from _model_skipping import ModelSkipping
-from _planning_plots import plot_pool, plot_streaming
 
+from benchmarks._model_skipping import ModelSkipping
+from benchmarks._planning_plots import plot_pool, plot_streaming
 from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory, SamplingBudgetConfig
 from group_admission.simulation import (
     BinaryTaskModel,

@@ -1,7 +1,7 @@
 """Benchmark the admission policy against baselines measured in the same run.
 
 Prints a table and writes benchmarks/results/bench_policy.json. Not a test: run it with
-    OMP_NUM_THREADS=1 python benchmarks/bench_policy.py
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_policy
 Targets (issue 2): evaluate() median <= 10 us per group of 8 and faster than both
 baselines; the redundancy gate on 16 completions of ~2,000 characters >= 5x faster than a
 plain Python set-based n-gram Jaccard. Issue 20: evaluate_batch() on 100,000 x 16 within

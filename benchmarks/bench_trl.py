@@ -7,7 +7,7 @@ spread) and phantom (dead, but the shaped reward has spread), the informative ra
 update, the groups generated per target group, the wall time, and the adapter's own time
 (time in the override minus time in TRL's generation and scoring) relative to training.
 
-    python benchmarks/bench_trl.py [--steps 10] [--seeds 0 1] [--out benchmarks/results/bench_trl.json]
+    python -m benchmarks.bench_trl [--steps 10] [--seeds 0 1] [--out benchmarks/results/bench_trl.json]
 """
 
 from __future__ import annotations
@@ -15,23 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "cookbook"))
-sys.path.insert(0, str(ROOT / "cookbook" / "trl_grpo_gsm8k"))
 
-# ruff: noqa: E402  (the offline environment and cookbook path are set before these imports)
+# ruff: noqa: E402  (the offline environment is set before these imports)
 import torch
 from datasets import load_dataset
-from grpo_gsm8k.offline.prepare_demo import prepare_demo
-from train import accuracy, brevity
 from trl import GRPOConfig, GRPOTrainer
 
+from cookbook.grpo_gsm8k.offline.prepare_demo import prepare_demo
+from cookbook.trl_grpo_gsm8k.train import accuracy, brevity
 from group_admission.adapters.trl import AdmissionGRPOTrainer
 
 GATE = {"min_reward_std": 1e-6, "gate_on": ["accuracy"]}

@@ -10,7 +10,7 @@ Simulated cost and yield of admission strategies (not a test; figures, not asser
     generates fewer groups than slime's waves and DAPO; its cost is within 10% of the
     oracle's; confidence mode needs fewer rounds than expected mode.
 
-Run:  python benchmarks/simulate_strategies.py   (writes benchmarks/results/)
+Run:  python -m benchmarks.simulate_strategies   (writes benchmarks/results/)
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ steps), and evaluates held-out greedy accuracy every ``--eval-every`` samples:
 Every arm draws from the same pool (``--pool``: the first 64 training problems offline),
 revisited epoch after epoch, so the history has earlier visits to learn from.
 
-    python cookbook/grpo_gsm8k/ablation.py        # the embedded tiny setup: 5 arms x 5 seeds
-    python cookbook/grpo_gsm8k/ablation.py --model Qwen/Qwen2.5-0.5B-Instruct \\
+    python -m cookbook.grpo_gsm8k.ablation        # the embedded tiny setup: 5 arms x 5 seeds
+    python -m cookbook.grpo_gsm8k.ablation --model Qwen/Qwen2.5-0.5B-Instruct \\
         --dataset openai/gsm8k --device cuda --dtype bfloat16 --samples 25600 --eval-every 2560
 
 Without ``--config`` or ``--model`` it runs the offline demo's config on its assets (built
@@ -31,12 +31,6 @@ and ``ablation.png`` under ``--out``, and every run's ``steps.jsonl`` under ``--
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import contextlib
 import io
@@ -46,13 +40,14 @@ import multiprocessing
 import resource
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from cookbook.grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
 from group_admission import SamplingBudgetConfig
-from grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
-from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
 
 __all__ = ["ARMS", "Arm", "arm_config", "main", "run_ablation"]
 
@@ -120,7 +115,7 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     """Train one arm with one seed; return what the report needs (runs in a worker)."""
     import torch
 
-    from grpo_gsm8k.train import train
+    from cookbook.grpo_gsm8k.train import train
 
     torch.set_num_threads(1)  # one thread per run: the runs themselves are the parallelism
     arm, config = job
@@ -258,8 +253,8 @@ def write_held_out(path: Path, excluded: Sequence[str], count: int, *, seed: int
     Raises:
         ValueError: fewer than ``count`` unseen questions exist.
     """
-    from grpo_gsm8k.offline.prepare_demo import DATA_RECIPE
-    from grpo_gsm8k.offline.problems import generate_problems
+    from cookbook.grpo_gsm8k.offline.prepare_demo import DATA_RECIPE
+    from cookbook.grpo_gsm8k.offline.problems import generate_problems
 
     recipe = {k: v for k, v in DATA_RECIPE.items() if k in ("max_value", "terse")}
     seen, rows = set(excluded), []
@@ -315,8 +310,8 @@ def _base_config(args: argparse.Namespace, rest: list[str]) -> tuple[TrainConfig
     )
     if not offline or config.eval_dataset:
         return config, {"source": config.eval_dataset or f"{config.dataset} ({config.eval_split})"}
-    from grpo_gsm8k.data import load_problems
-    from grpo_gsm8k.offline.prepare_demo import DEFAULT_CACHE, prepare_demo
+    from cookbook.grpo_gsm8k.data import load_problems
+    from cookbook.grpo_gsm8k.offline.prepare_demo import DEFAULT_CACHE, prepare_demo
 
     prepare_demo(DEFAULT_CACHE)  # the offline config's model and data, built once
     # Every question the policy was trained on: the warm-start's rows and the pool (its prefix).

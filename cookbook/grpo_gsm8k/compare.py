@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig
 
 if TYPE_CHECKING:
     from multiprocessing import Queue
 
-    from grpo_gsm8k.train import RunResult
+    from cookbook.grpo_gsm8k.train import RunResult
 
 __all__ = ["Baseline", "baseline_config", "comparison", "format_comparison", "write_comparison_plot"]
 
@@ -51,7 +51,7 @@ def _train_quietly(config: TrainConfig, results: Queue[Any]) -> None:
     """The baseline's process: one thread, no step lines; the result (or the error) goes in ``results``."""
     import torch
 
-    from grpo_gsm8k.train import train
+    from cookbook.grpo_gsm8k.train import train
 
     torch.set_num_threads(1)  # the two runs are the parallelism
     try:

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 import attrs
 
+from cookbook.grpo_gsm8k.grpo import ADVANTAGE_SCALES, LOSS_AGGREGATIONS
 from group_admission import (
     DropLimits,
     GroupAdmissionConfig,
@@ -29,7 +30,6 @@ from group_admission import (
     SessionConfig,
     parse_yaml,
 )
-from grpo_gsm8k.grpo import ADVANTAGE_SCALES, LOSS_AGGREGATIONS
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "PLAIN_GRPO", "ConfigError", "TrainConfig", "parse_config"]
 

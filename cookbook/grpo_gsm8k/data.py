@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_gsm8k.rewards import gold_answer
+from cookbook.grpo_gsm8k.rewards import gold_answer
 
 __all__ = [
     "Problem",

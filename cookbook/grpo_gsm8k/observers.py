@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.grpo import parameter_checksum
+from cookbook.grpo_gsm8k.recipe import StepObserver
+from cookbook.grpo_gsm8k.rollout import Group
 from group_admission import BatchAdmissionVerdict, RejectionReason, ResamplePlan
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.grpo import parameter_checksum
-from grpo_gsm8k.recipe import StepObserver
-from grpo_gsm8k.rollout import Group
 
 __all__ = ["RoundLog", "RoundRecord", "Stopwatch"]
 

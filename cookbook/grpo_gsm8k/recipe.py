@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.rollout import Group, ProblemStream
 from group_admission import AdmissionSession, BatchAdmissionVerdict, ResamplePlan, StepReport
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.rollout import Group, ProblemStream
 
 __all__ = [
     "Observers",

@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cookbook.grpo_gsm8k.recipe import StepObserver
 from group_admission import RejectionReason
-from grpo_gsm8k.recipe import StepObserver
 
 if TYPE_CHECKING:
-    from grpo_gsm8k.config import TrainConfig
+    from cookbook.grpo_gsm8k.config import TrainConfig
 
 __all__ = [
     "JsonlLog",

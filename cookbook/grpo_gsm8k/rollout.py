@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from grpo_gsm8k.data import Problem, autocast, build_prompt
-from grpo_gsm8k.grpo import completion_mask
-from grpo_gsm8k.rewards import score_group
+from cookbook.grpo_gsm8k.data import Problem, autocast, build_prompt
+from cookbook.grpo_gsm8k.grpo import completion_mask
+from cookbook.grpo_gsm8k.rewards import score_group
 
 __all__ = ["Group", "ProblemStream", "generate_groups", "score_groups"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.recipe import StepObserver
+from cookbook.grpo_gsm8k.rollout import Group, ProblemStream
 from group_admission import BatchAdmissionVerdict, PromptHistory, ResamplePlan, StepReport
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.recipe import StepObserver
-from grpo_gsm8k.rollout import Group, ProblemStream
 
 __all__ = ["SkippingStream"]
 

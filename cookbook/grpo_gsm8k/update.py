@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo_gsm8k.config import TrainConfig
-from grpo_gsm8k.data import autocast
-from grpo_gsm8k.grpo import clipped_pg_loss, collate, group_advantages, token_logprobs
-from grpo_gsm8k.rollout import Group
+from cookbook.grpo_gsm8k.config import TrainConfig
+from cookbook.grpo_gsm8k.data import autocast
+from cookbook.grpo_gsm8k.grpo import clipped_pg_loss, collate, group_advantages, token_logprobs
+from cookbook.grpo_gsm8k.rollout import Group
 
 __all__ = ["chunks", "update_policy"]
 

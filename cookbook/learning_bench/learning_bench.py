@@ -6,21 +6,15 @@ each until the same number of generated tokens, on two tasks of one family (``ne
 the shaping term costs nothing; ``conflict``: it pays for skipping a step that helps), and
 report held-out greedy accuracy against generated tokens.
 
-    python cookbook/learning_bench/learning_bench.py                # 8 arms x 2 tasks x 5 seeds, CPU
-    python cookbook/learning_bench/learning_bench.py --quick        # one seed, a few steps, every arm
-    python cookbook/learning_bench/learning_bench.py --device cuda  # a larger model, 3 arms x 3 seeds
+    python -m cookbook.learning_bench                # 8 arms x 2 tasks x 5 seeds, CPU
+    python -m cookbook.learning_bench --quick        # one seed, a few steps, every arm
+    python -m cookbook.learning_bench --device cuda  # a larger model, 3 arms x 3 seeds
 
 It writes ``learning_bench.json``, ``learning_bench.md`` (the tables) and
 ``learning_bench.png`` (the curves) under ``--out``.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the learning_bench package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
 import json
@@ -29,14 +23,15 @@ import os
 import resource
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
-from learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
-from learning_bench.task import TASKS, Split, Task, make_split
+from cookbook.learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
+from cookbook.learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
+from cookbook.learning_bench.task import TASKS, Split, Task, make_split
 
 __all__ = ["main", "run_bench", "warm_table"]
 
@@ -50,8 +45,8 @@ def warm_table(
     The warm start at temperature 1, ``members`` samples per problem: accuracy and rewards by
     format, and how its groups split into mixed, all-wrong and all-right.
     """
-    from learning_bench.rollout import decode, group_scores, new_group
-    from learning_bench.task import prompt_tokens
+    from cookbook.learning_bench.rollout import decode, group_scores, new_group
+    from cookbook.learning_bench.task import prompt_tokens
 
     prompts = prompt_tokens(task, problems)
     groups = [
@@ -88,7 +83,7 @@ def warm_table(
 
 def prepare_task(profile: Profile, task: Task, split: Split) -> dict[str, Any]:
     """Warm-start the task's policy on the device; measure it; return its weights (on the CPU)."""
-    from learning_bench.model import build_policy, greedy_accuracy, warm_start
+    from cookbook.learning_bench.model import build_policy, greedy_accuracy, warm_start
 
     wall, cpu = time.perf_counter(), time.process_time()
     policy = build_policy(profile.size, lr=profile.warm_lr, device=profile.device, seed=WARM_SEED)
@@ -117,7 +112,7 @@ def run_job(job: Job) -> dict[str, Any] | None:
     """One run (in a worker): one torch thread, the arm, the task, the seed; ``None`` past the deadline."""
     import torch
 
-    from learning_bench.runner import run_arm
+    from cookbook.learning_bench.runner import run_arm
 
     torch.set_num_threads(1)
     arm, task, seed, profile, split, weights, deadline = job

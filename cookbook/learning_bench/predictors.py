@@ -15,21 +15,16 @@ without forgetting); a pool-level table of how often a prompt is informative aft
 two outcomes (evidence shared between prompts); and a pilot of ``m`` members decoded first,
 combined with the posterior (Pilot-Commit's slice as evidence; its members are charged).
 
-    python cookbook/learning_bench/predictors.py --seeds 0,1 --out runs/predictors
+    python -m cookbook.learning_bench.predictors --seeds 0,1 --out runs/predictors
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the learning_bench package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -172,10 +167,10 @@ def collect(task_name: str, seed: int, tokens: int) -> Visits:
     """Every visit of a ``gated_target`` run of ``task_name`` (its warm start built first)."""
     import attrs
 
-    from learning_bench.arms import KNOWN_ARMS, profile_for
-    from learning_bench.learning_bench import prepare_task
-    from learning_bench.runner import make_run
-    from learning_bench.task import TASKS, make_split
+    from cookbook.learning_bench.arms import KNOWN_ARMS, profile_for
+    from cookbook.learning_bench.learning_bench import prepare_task
+    from cookbook.learning_bench.runner import make_run
+    from cookbook.learning_bench.task import TASKS, make_split
 
     profile = attrs.evolve(profile_for("cpu"), token_budget=tokens)
     task = TASKS[task_name]

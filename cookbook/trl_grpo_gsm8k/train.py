@@ -2,22 +2,18 @@
 GRPO on GSM8K the TRL way, training only on groups whose *accuracy* varies.
 
 Offline (default): the embedded easy GSM8K-format data and tiny Qwen2 of cookbook/grpo_gsm8k.
-On a GPU: python cookbook/trl_grpo_gsm8k/train.py --model Qwen/Qwen2.5-0.5B-Instruct \\
+On a GPU: python -m cookbook.trl_grpo_gsm8k.train --model Qwen/Qwen2.5-0.5B-Instruct \\
     --dataset openai/gsm8k --steps 200 --batch-size 16 --max-completion-length 512
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the grpo_gsm8k helpers
 
 from datasets import load_dataset
-from grpo_gsm8k.rewards import answers_match, brevity_score, extract_answer, gold_answer
 from trl import GRPOConfig
 
+from cookbook.grpo_gsm8k.rewards import answers_match, brevity_score, extract_answer, gold_answer
 from group_admission.adapters.trl import AdmissionGRPOTrainer
 
 
@@ -48,7 +44,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="runs/trl_grpo_gsm8k")
     args = parser.parse_args()
     if args.model is None or args.dataset is None:
-        from grpo_gsm8k.offline.prepare_demo import prepare_demo
+        from cookbook.grpo_gsm8k.offline.prepare_demo import prepare_demo
 
         data, model = prepare_demo()
         args.dataset, args.model = args.dataset or str(data), args.model or str(model)

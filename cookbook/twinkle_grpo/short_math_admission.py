@@ -14,7 +14,7 @@ To run on a CPU in seconds, the model is a tiny tabular policy (per problem: one
 answer and one of length) behind a ``Sampler`` subclass; rewards (``GSM8KAccuracyReward``),
 advantages (``GRPOAdvantage``) and the loss (``GRPOLoss``) are twinkle's own. On a GPU, put
 ``vLLMSampler`` and ``TransformersModel`` where ``TinyPolicySampler`` and ``TinyPolicy`` are
-(see docs/adapters/twinkle.md). Run: python cookbook/twinkle_grpo/short_math_admission.py
+(see docs/adapters/twinkle.md). Run: python -m cookbook.twinkle_grpo.short_math_admission
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ repository (``README.md`` declaring the ``main`` config, ``main/{train,test}-*.p
 so ``load_dataset(folder, "main")`` treats it exactly like ``load_dataset("openai/gsm8k",
 "main")``. Run it as a script to write one::
 
-    python cookbook/grpo_gsm8k/offline/problems.py --out .cache/grpo_gsm8k/gsm8k-easy
+    python -m cookbook.grpo_gsm8k.offline.problems --out .cache/grpo_gsm8k/gsm8k-easy
 """
 
 from __future__ import annotations

@@ -7,17 +7,11 @@ loads it through the same ``from_pretrained`` call it uses for a hub model. The 
 is deliberately short: the model learns the answer format and part of the arithmetic, so
 its sampled groups have mixed rewards and GRPO has something to improve.
 
-    python cookbook/grpo_gsm8k/offline/tiny_model.py --data .cache/grpo_gsm8k/gsm8k-easy \\
+    python -m cookbook.grpo_gsm8k.offline.tiny_model --data .cache/grpo_gsm8k/gsm8k-easy \\
         --out .cache/grpo_gsm8k/tiny-qwen2
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
@@ -25,9 +19,10 @@ import os
 import random
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from grpo_gsm8k.data import Problem, build_prompt, load_problems
+from cookbook.grpo_gsm8k.data import Problem, build_prompt, load_problems
 
 __all__ = ["build_tiny_policy", "train_tokenizer", "warm_start"]
 
