@@ -36,8 +36,6 @@ import contextlib
 import io
 import json
 import math
-import multiprocessing
-import resource
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,6 +45,7 @@ import attrs
 
 from cookbook.grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
 from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
+from cookbook.pool import cpu_seconds, run_pool
 from group_admission import SamplingBudgetConfig
 
 __all__ = ["ARMS", "Arm", "arm_config", "main", "run_ablation"]
@@ -154,43 +153,13 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     }
 
 
-def _init_worker() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _run_all(jobs: list[tuple[str, TrainConfig]], workers: int) -> list[dict[str, Any]]:
-    """Every run, in worker processes (``workers > 1``) or here; printed as each finishes."""
-    runs: list[dict[str, Any]] = []
-
-    def done(run: dict[str, Any]) -> None:
-        runs.append(run)
-        print(
-            f"[{len(runs)}/{len(jobs)}] {run['arm']:<14} seed {run['seed']}: held-out "
-            f"{run['accuracy_before']:.3f} -> {run['accuracy_after']:.3f} after {run['samples']} samples "
-            f"({run['steps']} steps) in {run['wall_s']:.0f}s wall, {run['cpu_s']:.0f}s CPU",
-            flush=True,
-        )
-
-    if workers <= 1:
-        for job in jobs:
-            done(run_one(job))
-        return runs
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker)
-    try:
-        for run in pool.imap_unordered(run_one, jobs):
-            done(run)
-    finally:
-        pool.close()
-        pool.join()
-    return runs
-
-
-def _cpu_seconds() -> float:
-    """User + system CPU time of this process and its finished workers."""
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+def _describe(run: Mapping[str, Any]) -> str:
+    """A finished run's progress line."""
+    return (
+        f"{run['arm']:<14} seed {run['seed']}: held-out "
+        f"{run['accuracy_before']:.3f} -> {run['accuracy_after']:.3f} after {run['samples']} samples "
+        f"({run['steps']} steps) in {run['wall_s']:.0f}s wall, {run['cpu_s']:.0f}s CPU"
+    )
 
 
 def run_ablation(
@@ -216,8 +185,11 @@ def run_ablation(
     output.mkdir(parents=True, exist_ok=True)
     # Seed-major order: a run cut short still has every arm for the first seeds.
     jobs = [(arm.name, arm_config(base, arm, seed, output)) for seed in seeds for arm in arms]
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    runs = sorted(_run_all(jobs, workers), key=lambda r: ([a.name for a in arms].index(r["arm"]), r["seed"]))
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    runs = sorted(
+        run_pool(run_one, jobs, workers, _describe),
+        key=lambda r: ([a.name for a in arms].index(r["arm"]), r["seed"]),
+    )
     report = {
         "setup": {
             "config": base.to_dict(),
@@ -230,7 +202,7 @@ def run_ablation(
         },
         "runs": runs,
         "arms": summarise_arms(runs, [arm.name for arm in arms], base.eval_every_samples),
-        "timing": {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu_seconds() - cpu},
+        "timing": {"wall_s": time.perf_counter() - wall, "cpu_s": cpu_seconds() - cpu},
     }
     (output / "ablation.json").write_text(json.dumps(report, indent=1))
     (output / "ablation.md").write_text(format_table(report) + "\n")

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
-import resource
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +30,7 @@ import numpy as np
 from cookbook.learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
 from cookbook.learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
 from cookbook.learning_bench.task import TASKS, Split, Task, make_split
+from cookbook.pool import cpu_seconds, run_pool
 
 __all__ = ["main", "run_bench", "warm_table"]
 
@@ -121,33 +120,13 @@ def run_job(job: Job) -> dict[str, Any] | None:
     return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
 
 
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _run_all(jobs: list[Job], workers: int) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
-
-    def done(run: dict[str, Any] | None) -> None:
-        if run is None:  # past the deadline: not run
-            return
-        runs.append(run)
-        print(
-            f"[{len(runs)}/{len(jobs)}] {run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
-            f"{run['start_accuracy']:.3f} -> {run['final_accuracy']:.3f} at {run['generated_tokens']} tokens "
-            f"({run['counts']['steps']} steps) {run['wall_s']:.0f}s wall {run['cpu_s']:.0f}s CPU",
-            flush=True,
-        )
-
-    if workers <= 1:
-        for job in jobs:
-            done(run_job(job))
-        return runs
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        for run in pool.imap_unordered(run_job, jobs):
-            done(run)
-    return runs
+def _describe(run: Mapping[str, Any]) -> str:
+    """A finished run's progress line."""
+    return (
+        f"{run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
+        f"{run['start_accuracy']:.3f} -> {run['final_accuracy']:.3f} at {run['generated_tokens']} tokens "
+        f"({run['counts']['steps']} steps) {run['wall_s']:.0f}s wall {run['cpu_s']:.0f}s CPU"
+    )
 
 
 def run_bench(
@@ -168,7 +147,7 @@ def run_bench(
     import torch
 
     torch.set_num_threads(1)
-    wall, cpu, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()
+    wall, cpu, load = time.perf_counter(), cpu_seconds(), os.getloadavg()
     deadline = None if deadline_s is None else time.time() + deadline_s
     split = make_split(profile.held_out, profile.pool, profile.warm)
     prepared = {}
@@ -187,21 +166,9 @@ def run_bench(
         if seed in profile.seeds_of(arm, seeds)
     ]
     print(f"{len(jobs)} runs on {workers} worker(s)", flush=True)
-    runs = _run_all(jobs, workers)
+    runs = run_pool(run_job, jobs, workers, _describe)
     report: dict[str, Any] = {
-        "setup": {
-            "profile": profile.to_dict(),
-            "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
-            "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
-            "seeds": {
-                arm: sorted(r["seed"] for r in runs if r["arm"] == arm and r["task"] == tasks[0])
-                for arm in arms
-            },
-            "runs_left_out": len(jobs) - len(runs),
-            "limit_arm": "oracle_skip",
-            "workers": workers,
-            "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
-        },
+        "setup": _setup(profile, tasks, arms, runs, split, left_out=len(jobs) - len(runs), workers=workers),
         "tasks": {},
     }
     for name in tasks:
@@ -210,12 +177,37 @@ def run_bench(
         report["tasks"][name] = summarise(runs, name, arms, extras)
     report["timing"] = {
         "wall_s": time.perf_counter() - wall,
-        "cpu_s": _cpu_seconds() - cpu,
+        "cpu_s": cpu_seconds() - cpu,
         "run_cpu_s": sum(r["cpu_s"] for r in runs),
         "load_average_start": list(load),
         "load_average_end": list(os.getloadavg()),
     }
     return report
+
+
+def _setup(
+    profile: Profile,
+    tasks: Sequence[str],
+    arms: Sequence[str],
+    runs: Sequence[Mapping[str, Any]],
+    split: Split,
+    *,
+    left_out: int,
+    workers: int,
+) -> dict[str, Any]:
+    """The report's setup: the profile, tasks and arms, the seeds that ran, the split."""
+    return {
+        "profile": profile.to_dict(),
+        "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
+        "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
+        "seeds": {
+            arm: sorted(r["seed"] for r in runs if r["arm"] == arm and r["task"] == tasks[0]) for arm in arms
+        },
+        "runs_left_out": left_out,
+        "limit_arm": "oracle_skip",
+        "workers": workers,
+        "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
+    }
 
 
 def summarise(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cookbook.grpo_gsm8k.ablation import ARMS, arm_config, main, write_held_out
-from cookbook.grpo_gsm8k.ablation_report import summarise_arms, t_quantile
+from cookbook.grpo_gsm8k.ablation_report import summarise_arms
 from cookbook.grpo_gsm8k.config import parse_config
 from cookbook.grpo_gsm8k.data import Problem, load_problems
 from cookbook.grpo_gsm8k.report import read_jsonl
@@ -242,13 +242,6 @@ def test_paired_gains_and_their_interval() -> None:
     assert math.isclose(0.2, grpo["dead_share"]["mean"])
     assert [0, 64] == [p["checkpoint"] for p in gate["curve"]]
     assert math.isclose(0.7, gate["curve"][1]["accuracy_mean"])
-
-
-def test_t_quantiles() -> None:
-    assert 2.776 == t_quantile(4)
-    assert abs(t_quantile(10) - 2.228) < 0.001
-    assert abs(t_quantile(30) - 2.042) < 0.001
-    assert math.isnan(t_quantile(0))
 
 
 def test_the_earlier_setup_note_quotes_the_published_results() -> None:

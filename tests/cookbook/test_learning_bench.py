@@ -22,10 +22,11 @@ from cookbook.learning_bench.model import (  # noqa: E402
     policy_loss,
     warm_start,
 )
-from cookbook.learning_bench.report import paired, tokens_to_reach  # noqa: E402
+from cookbook.learning_bench.report import tokens_to_reach  # noqa: E402
 from cookbook.learning_bench.rollout import decode, new_group  # noqa: E402
 from cookbook.learning_bench.runner import Run, make_run, run_arm  # noqa: E402
 from cookbook.learning_bench.task import DIRECT, DOT, PAD, SEMI, STEP, TASKS, make_split, prompt_tokens, score  # noqa: E402
+from cookbook.stats import paired  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 QUICK = PROFILES["quick"]
@@ -361,14 +362,6 @@ def test_the_decision_rule_reads_the_interval() -> None:
     assert verdict(paired([-0.02, -0.03, -0.025])) == "lower"
     assert verdict(paired([-0.02, 0.03, 0.0])) == "no measurable difference"
     assert verdict(paired([0.5])) == "no measurable difference"  # one seed decides nothing
-
-
-def test_paired_intervals_use_students_t() -> None:
-    stats = paired([0.1, 0.2, 0.3])
-
-    assert stats["mean"] == pytest.approx(0.2)
-    assert stats["ci95_low"] == pytest.approx(0.2 - 4.303 * 0.1 / 3**0.5)
-    assert paired([0.5])["ci95_low"] is None
 
 
 # -- the GPU profile, on the CPU ------------------------------------------------------------
