@@ -186,6 +186,7 @@ def _report(title: str, figures: dict[str, Any]) -> dict[str, bool]:
 
 
 def main() -> None:
+    """Measure the history at scale and write the report (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=1_000_000)
     parser.add_argument("--extra-steps", type=int, default=200, help="steps of the second epoch timed")

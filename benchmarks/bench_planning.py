@@ -94,12 +94,14 @@ OTHER_SEEDS = (1, 2)
 
 
 def check(goal: str, met: bool, detail: str) -> dict[str, Any]:
+    """Print one goal as ``[met ]`` or ``[MISS]`` and return its record."""
     print(f"    [{'met ' if met else 'MISS'}] {goal}: {detail}")
     return {"goal": goal, "met": bool(met), "detail": detail}
 
 
 # --- 1 -----------------------------------------------------------------------------------
 def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]]:
+    """The streaming settings: per task setting, its simulation, policy and strategies."""
     lengths = ResponseLengthModel(mean_tokens=1024, cv=0.6)
     settings: dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]] = {}
     for label, tasks in (
@@ -148,13 +150,14 @@ def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig,
 
 def streaming(budget: dict[str, int]) -> list[StreamingLaunches]:
     """Streaming at every confidence, aborting at the target and carrying (partial rollout), and racing."""
+    caps = SamplingBudgetConfig.from_mapping(budget)
     plain = [
-        StreamingLaunches(budget=budget, confidence=c, partial_rollout=partial)
+        StreamingLaunches(budget=caps, confidence=c, partial_rollout=partial)
         for partial in (False, True)
         for c in CONFIDENCES
     ]
     return plain + [
-        StreamingLaunches(budget=budget, confidence=0.99, race=race, partial_rollout=True) for race in RACES
+        StreamingLaunches(budget=caps, confidence=0.99, race=race, partial_rollout=True) for race in RACES
     ]
 
 
@@ -167,7 +170,7 @@ def stream_rows(result: SimulationResult) -> list[dict[str, Any]]:
         # every engine's time comes from the same run.
         return {
             label: engine.wall_time(r.time_per_step, r.generated_tokens / r.steps)
-            / engine.wall_time(slime.time_per_step, slime.generated_tokens / slime.steps)
+            / engine.wall_time(slime.time_per_step, slime.generated_tokens / slime.steps)  # type: ignore[arg-type]
             for label, engine in ENGINES.items()
         }
 
@@ -252,9 +255,10 @@ class RestoredMidway:
     inner: HistorySkipping = attrs.field(factory=lambda: HistorySkipping(history={"half_life": HALF_LIFE}))
 
     def check(self, config: PromptPoolConfig) -> None:
-        pass
+        """Nothing to refuse: the benchmark sets the inner strategy itself."""
 
     def run_step(self, context: PoolContext) -> None:
+        """One step of the inner strategy, its history restored from a checkpoint first at step ``at``."""
         if context.step == self.at and "history" in context.memory:
             memory = context.memory
             history, session = json.loads(
@@ -267,10 +271,12 @@ class RestoredMidway:
         self.inner.run_step(context)
 
     def to_dict(self) -> dict[str, Any]:
+        """The inner strategy's record, with the step of the restore."""
         return {**self.inner.to_dict(), "restored_at": self.at}
 
 
 def pool_strategies() -> list[Any]:
+    """Every pool strategy the prompt-history section compares."""
     strategies: list[Any] = [
         PoolController(),
         HistorySkipping(history={"mode": "greso"}, name="greso"),
@@ -316,6 +322,7 @@ def bound(result: Any) -> dict[str, Any]:
 
 
 def pool_goals(result: Any) -> list[dict[str, Any]]:
+    """The prompt history's goals against the controller, GRESO and the bounds, each printed."""
     controller, greso, mine = result.result("controller"), result.result("greso"), result.result("history")
     restored = result.result("history(restored)")
     print(result.format_table())
@@ -395,6 +402,7 @@ def pool_goals(result: Any) -> list[dict[str, Any]]:
 
 
 def run_streaming() -> dict[str, Any]:
+    """Section 1: streaming plans against slime's waves and the round controller."""
     print("1. Streaming plans")
     report, frontiers = {}, {}
     for label, (config, policy, strategies) in stream_settings().items():
@@ -409,6 +417,7 @@ def run_streaming() -> dict[str, Any]:
 
 
 def run_pool() -> dict[str, Any]:
+    """Section 2: prompt histories on a revisited pool."""
     print("\n2. Prompt history")
     report = {}
     for number, (label, config) in enumerate(POOLS.items()):
@@ -436,8 +445,8 @@ def other_seeds(config: PromptPoolConfig) -> list[dict[str, Any]]:
         controller, greso, mine = (result.result(n) for n in ("controller", "greso", "history"))
         row = {
             "seed": seed,
-            "history_vs_controller": mine.groups_per_informative / controller.groups_per_informative,
-            "history_vs_greso": mine.groups_per_informative / greso.groups_per_informative,
+            "history_vs_controller": _ratio(mine.groups_per_informative, controller.groups_per_informative),
+            "history_vs_greso": _ratio(mine.groups_per_informative, greso.groups_per_informative),
             "history_wrongly_skipped": mine.wrongly_skipped_share,
             "greso_wrongly_skipped": greso.wrongly_skipped_share,
         }
@@ -449,6 +458,13 @@ def other_seeds(config: PromptPoolConfig) -> list[dict[str, Any]]:
         row["bound"] = bound(result)["detail"]
         rows.append(row)
     return rows
+
+
+def _ratio(mine: float | None, other: float | None) -> float:
+    """``mine / other`` of two measured rates (each run trains some informative group)."""
+    assert mine is not None
+    assert other is not None
+    return mine / other
 
 
 SECTIONS = {"streaming": run_streaming, "pool": run_pool}

@@ -1,4 +1,4 @@
-"""
+r"""
 slime's real rollout loops on a scripted engine against the simulator's models of them.
 
 Runs slime's default ``generate_rollout`` (waves of 32, slime's zero-std filter; with and
@@ -16,7 +16,7 @@ The engine, the clock and slime's host are test doubles, so this benchmark is a 
 (pytest's ``pythonpath`` puts ``tests/`` on the path; nothing outside pytest imports them).
 It needs slime's import dependencies: run it with the venv of ``.ci/slime-contracts``:
 
-    SLIME_SRC=/path/to/slime PYTHONPATH=src .cache/slime-contracts-venv/bin/python -m pytest \\
+    SLIME_SRC=/path/to/slime PYTHONPATH=src .cache/slime-contracts-venv/bin/python -m pytest \
         -s -p no:cacheprovider benchmarks/bench_slime_streaming.py [--slime-steps 100]
 
 Writes benchmarks/results/bench_slime_streaming.json.
@@ -37,7 +37,7 @@ import structlog
 from adapters.slime.scripted_engine import simulated_script
 from adapters.slime.stream_hosts import CHECKED_COMMIT, RealSlimeHost, make_args, real_slime
 from adapters.slime.virtual_clock import VirtualLoopRunner
-from group_admission import GroupAdmissionConfig
+from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
 from group_admission.adapters import slime as slime_adapter
 from group_admission.simulation import (
     BinaryTaskModel,
@@ -65,6 +65,7 @@ Row = tuple[str, Any, dict[str, Any], bool]
 
 
 def strategies() -> list[Row]:
+    """Slime's default loop (with and without partial rollout) and the streaming settings."""
     waves = {"over_sampling_batch_size": 32, "dynamic_sampling_filter_path": SLIME_FILTER}
     rows: list[Row] = [
         ("slime", SlimeWaves(over_sampling_batch_size=32, name="slime"), waves, True),
@@ -76,7 +77,12 @@ def strategies() -> list[Row]:
         ),
     ]
     for confidence, race, partial in STREAMING:
-        strategy = StreamingLaunches(budget=BUDGET, confidence=confidence, race=race, partial_rollout=partial)
+        strategy = StreamingLaunches(
+            budget=SamplingBudgetConfig.from_mapping(BUDGET),
+            confidence=confidence,
+            race=race,
+            partial_rollout=partial,
+        )
         settings = {"budget": BUDGET, "confidence": confidence, "race": race}
         rows.append(
             (

@@ -37,6 +37,7 @@ from group_admission.simulation import (
     SimulationConfig,
     SimulationResult,
     SlimeWaves,
+    Strategy,
     plot_result,
     simulate,
 )
@@ -76,6 +77,7 @@ STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
 
 
 def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
+    """(a) The pull request's setting, with the per-task retry checked against its ranges."""
     config = SimulationConfig(
         tasks=PR_TASKS,
         lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
@@ -88,7 +90,7 @@ def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
     step_budget = SamplingBudgetConfig(
         max_extra_groups=100, max_resample_rounds=1, max_total_samples=450, max_total_tokens=1_500_000
     )
-    strategies = [
+    strategies: list[Strategy] = [
         NoFiltering(name="base (no filtering)"),
         PerTaskRetry(budget=PR_TASK_BUDGET, name="per_task_retry (PR)"),
         ControllerResampling(budget=step_budget, mode="expected", name="controller(expected,1 round)"),
@@ -138,6 +140,7 @@ def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
 
 
 def slime_setting(tasks: BinaryTaskModel) -> SimulationResult:
+    """(b) slime's default setting on ``tasks``."""
     config = SimulationConfig(
         tasks=tasks,
         lengths=ResponseLengthModel(mean_tokens=1024, cv=0.6),
@@ -146,7 +149,7 @@ def slime_setting(tasks: BinaryTaskModel) -> SimulationResult:
         steps=SLIME_STEPS,
         seed=SEED,
     )
-    strategies = [
+    strategies: list[Strategy] = [
         NoFiltering(),
         SlimeWaves(over_sampling_batch_size=32),
         SlimeWaves(over_sampling_batch_size=32, keep_when_insufficient=True),
@@ -207,6 +210,7 @@ def goals(result: SimulationResult) -> list[dict[str, object]]:
 
 
 def main() -> int:
+    """Run both settings, print the goals, write the results; non-zero when a goal is missed."""
     started = time.perf_counter()
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict[str, object] = {"seed": SEED}

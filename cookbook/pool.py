@@ -1,7 +1,8 @@
 """
-The cookbook's pool runner: every job of a harness, in spawned worker processes or in this
-one, with a progress line as each finishes. Both GRPO harnesses (the ablation and the
-learning bench) run through it.
+The cookbook's pool runner, shared by both GRPO harnesses (the ablation and the learning bench).
+
+Every job of a harness, in spawned worker processes or in this one, with a progress line as
+each finishes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""
+r"""
 The evidence ablation: does the policy learn more per generated sample with admission?
 
 Trains the same model on the same data with the same seeds under each arm, every run for the
@@ -20,7 +20,7 @@ Every arm draws from the same pool (``--pool``: the first 64 training problems o
 revisited epoch after epoch, so the history has earlier visits to learn from.
 
     python -m cookbook.grpo_gsm8k.ablation        # the embedded tiny setup: 5 arms x 5 seeds
-    python -m cookbook.grpo_gsm8k.ablation --model Qwen/Qwen2.5-0.5B-Instruct \\
+    python -m cookbook.grpo_gsm8k.ablation --model Qwen/Qwen2.5-0.5B-Instruct \
         --dataset openai/gsm8k --device cuda --dtype bfloat16 --samples 25600 --eval-every 2560
 
 Without ``--config`` or ``--model`` it runs the offline demo's config on its assets (built

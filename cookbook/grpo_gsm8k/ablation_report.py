@@ -1,6 +1,8 @@
 """
-What the ablation shows: per-arm means and spreads over seeds, paired differences from plain
-GRPO, the markdown table, and the plot of held-out accuracy against generated samples.
+What the ablation shows: its summary, table and plot.
+
+Per-arm means and spreads over seeds, paired differences from plain GRPO, the markdown
+table, and the plot of held-out accuracy against generated samples.
 """
 
 from __future__ import annotations
@@ -17,8 +19,18 @@ from cookbook.stats import paired, spread
 __all__ = ["format_table", "summarise_arms", "write_plot"]
 
 BASELINE = "grpo"
-_MEANS = ("samples", "tokens", "steps", "updates", "groups_trained", "surplus", "prompts_skipped")
-_MEANS += ("wall_s", "cpu_s")
+#: The run fields an arm reports the mean of.
+_MEANS = (
+    "samples",
+    "tokens",
+    "steps",
+    "updates",
+    "groups_trained",
+    "surplus",
+    "prompts_skipped",
+    "wall_s",
+    "cpu_s",
+)
 
 
 def _paired(values: Sequence[float]) -> dict[str, float | None]:

@@ -17,7 +17,7 @@ import json
 import multiprocessing
 import queue
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +125,8 @@ def comparison(plain: RunResult, admission: RunResult) -> dict[str, Any]:
     return {"plain": _side(plain), "admission": _side(admission)}
 
 
-_ROWS = (
+#: The comparison's rows: a name, and its cell from one run's side.
+_ROWS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("held-out greedy accuracy", lambda s: " -> ".join(f"{v:.3f}" for v in s["held_out"] if v is not None)),
     ("samples generated", lambda s: f"{s['samples']:,}"),
     ("steps (optimizer updates)", lambda s: f"{s['steps']} ({s['updates']})"),

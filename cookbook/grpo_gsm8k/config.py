@@ -221,7 +221,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _default_text(field: attrs.Attribute[Any]) -> str:
-    default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[arg-type]
+    default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[arg-type,union-attr]
     text = "null" if default is None else str(default)
     return (text if len(text) < 60 else text[:57] + "...").replace("%", "%%")
 

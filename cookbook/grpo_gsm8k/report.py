@@ -1,6 +1,4 @@
-"""
-What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus endpoint.
-"""
+"""What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus endpoint."""
 
 from __future__ import annotations
 
@@ -93,9 +91,11 @@ def format_step(record: Mapping[str, Any]) -> str:
 
 class StepLines:
     """
-    The step lines of a run, after the legend: under a progress bar on a terminal, else as
-    plain lines, flushed one by one, with every library's progress bar off (a log file then
-    has no carriage returns and can be followed as it grows).
+    The step lines of a run, after the legend.
+
+    Under a progress bar on a terminal, else as plain lines, flushed one by one, with every
+    library's progress bar off (a log file then has no carriage returns and can be followed
+    as it grows).
     """
 
     def __init__(self, config: TrainConfig) -> None:
@@ -126,6 +126,7 @@ class StepLines:
         self._bar.update(1)
 
     def close(self) -> None:
+        """Close the progress bar."""
         self._bar.close()
 
 
@@ -138,10 +139,12 @@ class JsonlLog:
         self._handle: TextIO = self.path.open("w", encoding="utf-8")
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` as one JSON line, flushed."""
         self._handle.write(json.dumps(record, sort_keys=True) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._handle.close()
 
 
@@ -243,9 +246,11 @@ def write_plot(
 
 def curves_figure(steps: Sequence[Mapping[str, Any]], eval_curve: Sequence[Mapping[str, float]] = ()) -> Any:
     """
-    A 2x3 figure over the steps: reward; accuracy (sampled, and the held-out checkpoints of
-    ``eval_curve``, the figures the summary reports); informative rate before/after; cost;
-    rejections by reason; seconds per phase. Every axis is labelled.
+    A 2x3 figure over the steps, every axis labelled.
+
+    Reward; accuracy (sampled, and the held-out checkpoints of ``eval_curve``, the figures
+    the summary reports); informative rate before/after; cost; rejections by reason; seconds
+    per phase.
     """
     import matplotlib
 

@@ -1,6 +1,8 @@
 """
-Sampling: a stream of prompts, G completions per prompt from ``model.generate``, and the
-composite reward of every completion. What to do with the groups is the recipe's job
+Sampling: prompts, G completions per prompt, and their rewards.
+
+A stream of prompts, G completions per prompt from ``model.generate``, and the composite
+reward of every completion. What to do with the groups is the recipe's job
 (``grpo_gsm8k.recipe``).
 """
 
@@ -60,6 +62,7 @@ class ProblemStream:
             yield from (self._problems[i] for i in order)
 
     def take(self, count: int) -> list[Problem]:
+        """The next ``count`` problems."""
         return [next(self._iterator) for _ in range(count)]
 
 

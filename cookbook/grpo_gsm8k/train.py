@@ -114,9 +114,11 @@ def _spread(values: Sequence[float | None]) -> bool:
 
 def trained_kinds(groups: Sequence[Group]) -> dict[str, int]:
     """
-    How many trained groups carried no signal: ``dead`` (no spread in the total reward, so
-    every advantage is 0) and ``phantom`` (no spread in accuracy: the advantages come from
-    brevity alone), with ``phantom_wrong`` the phantom groups whose members are all wrong.
+    How many trained groups carried no signal.
+
+    ``dead``: no spread in the total reward, so every advantage is 0; ``phantom``: no spread
+    in accuracy, the advantages come from brevity alone; ``phantom_wrong``: the phantom
+    groups whose members are all wrong.
     """
     phantom = [g for g in groups if not _spread(g.rewards["accuracy"]) and _spread(g.total_reward)]
     return {

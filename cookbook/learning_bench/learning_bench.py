@@ -41,8 +41,10 @@ def warm_table(
     policy: Any, task: Task, problems: np.ndarray, members: int = 8, seed: int = 99
 ) -> dict[str, Any]:
     """
-    The warm start at temperature 1, ``members`` samples per problem: accuracy and rewards by
-    format, and how its groups split into mixed, all-wrong and all-right.
+    The warm start at temperature 1, ``members`` samples per problem.
+
+    Its accuracy and rewards by format, and how its groups split into mixed, all-wrong and
+    all-right.
     """
     from cookbook.learning_bench.rollout import decode, group_scores, new_group
     from cookbook.learning_bench.task import prompt_tokens

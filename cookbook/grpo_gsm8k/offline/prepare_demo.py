@@ -1,6 +1,8 @@
 """
-Build the embedded demo's assets offline: easy GSM8K-format problems and a tiny warm-started
-policy, under ``.cache/grpo_gsm8k/`` (reused when already built with the same recipe).
+Build the embedded demo's assets offline.
+
+Easy GSM8K-format problems and a tiny warm-started policy, under ``.cache/grpo_gsm8k/``
+(reused when already built with the same recipe).
 
     python -m cookbook.grpo_gsm8k.offline.prepare_demo [--cache-dir .cache/grpo_gsm8k]
 """

@@ -146,6 +146,7 @@ def write_gsm8k_layout(
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Write the problems in GSM8K's layout (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

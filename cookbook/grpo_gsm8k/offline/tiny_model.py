@@ -1,13 +1,15 @@
-"""
-Build the embedded demo's tiny policy offline: a byte-level BPE tokenizer, a ~1 M-parameter
-Qwen2, and a short supervised warm-start on a few correct solutions.
+r"""
+Build the embedded demo's tiny policy offline.
+
+A byte-level BPE tokenizer, a ~1 M-parameter Qwen2, and a short supervised warm-start on a
+few correct solutions.
 
 Nothing is downloaded. The result is saved with ``save_pretrained``, so the training script
 loads it through the same ``from_pretrained`` call it uses for a hub model. The warm-start
 is deliberately short: the model learns the answer format and part of the arithmetic, so
 its sampled groups have mixed rewards and GRPO has something to improve.
 
-    python -m cookbook.grpo_gsm8k.offline.tiny_model --data .cache/grpo_gsm8k/gsm8k-easy \\
+    python -m cookbook.grpo_gsm8k.offline.tiny_model --data .cache/grpo_gsm8k/gsm8k-easy \
         --out .cache/grpo_gsm8k/tiny-qwen2
 """
 
