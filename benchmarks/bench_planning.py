@@ -364,9 +364,26 @@ def pool_goals(result: Any) -> list[dict[str, Any]]:
             f"(GRESO {greso.wrongly_skipped_share:.1%})",
         )
     )
-    # GRESO at a comparable accuracy: the history threshold whose wrong-skip share is closest.
+    checks += greso_twins(result)
+    checks.append(bound(result))
+    identical = restored.per_step == mine.per_step
+    checks.append(
+        check(
+            "restore from a JSON checkpoint replays picks and plans bit for bit",
+            identical,
+            f"history and session restored at step {POOL_STEPS // 2}: every later step "
+            f"{'identical' if identical else 'DIFFERENT'}",
+        )
+    )
+    print_difficulty([controller, greso, mine, result.result("oracle(skip<0.1)")])
+    return checks
+
+
+def greso_twins(result: Any) -> list[dict[str, Any]]:
+    """GRESO at a comparable accuracy: against the history threshold whose wrong-skip share is closest."""
+    checks = []
     variants = [r for r in result.results if r.name.startswith("history") and r.name != "history(restored)"]
-    for rule in (greso, result.result("greso(target 0.5)")):
+    for rule in (result.result("greso"), result.result("greso(target 0.5)")):
         twin = min(
             variants, key=lambda r: abs((r.wrongly_skipped_share or 0) - (rule.wrongly_skipped_share or 0))
         )
@@ -380,25 +397,19 @@ def pool_goals(result: Any) -> list[dict[str, Any]]:
                 f"groups per trained group vs {rule.groups_per_informative:.3f} ({better:.3f}x)",
             )
         )
-    checks.append(bound(result))
-    identical = restored.per_step == mine.per_step
-    checks.append(
-        check(
-            "restore from a JSON checkpoint replays picks and plans bit for bit",
-            identical,
-            f"history and session restored at step {POOL_STEPS // 2}: every later step "
-            f"{'identical' if identical else 'DIFFERENT'}",
-        )
-    )
+    return checks
+
+
+def print_difficulty(results: list[Any]) -> None:
+    """Each result's trained groups by difficulty (share of all trained), and its prompts skipped."""
     print("    trained groups by difficulty (share of all trained), and prompts skipped:")
-    for r in (controller, greso, mine, result.result("oracle(skip<0.1)")):
+    for r in results:
         bins = r.by_difficulty
         trained = ", ".join(
             f"{label.split(' ')[0]} {b['trained'] / r.trained_groups:.2f}" for label, b in bins.items()
         )
         skipped = ", ".join(f"{label.split(' ')[0]} {b['skipped']}" for label, b in bins.items())
         print(f"    {r.name:20s} trained: {trained}\n    {'':20s} skipped: {skipped}")
-    return checks
 
 
 def run_streaming() -> dict[str, Any]:

@@ -76,21 +76,13 @@ SLIME_TASKS = {
 STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
 
 
-def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
-    """(a) The pull request's setting, with the per-task retry checked against its ranges."""
-    config = SimulationConfig(
-        tasks=PR_TASKS,
-        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
-        group_size=3,
-        target_groups=50,
-        steps=PR_STEPS,
-        seed=SEED,
-    )
+def pr_strategies() -> list[Strategy]:
+    """The strategies of the pull request's setting."""
     # The step-level controller gets the same total caps as the 50 per-task budgets.
     step_budget = SamplingBudgetConfig(
         max_extra_groups=100, max_resample_rounds=1, max_total_samples=450, max_total_tokens=1_500_000
     )
-    strategies: list[Strategy] = [
+    return [
         NoFiltering(name="base (no filtering)"),
         PerTaskRetry(budget=PR_TASK_BUDGET, name="per_task_retry (PR)"),
         ControllerResampling(budget=step_budget, mode="expected", name="controller(expected,1 round)"),
@@ -104,7 +96,19 @@ def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
         RollResampling(),
         Oracle(),
     ]
-    result = simulate(config, policy=PR_POLICY, strategies=strategies)
+
+
+def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
+    """(a) The pull request's setting, with the per-task retry checked against its ranges."""
+    config = SimulationConfig(
+        tasks=PR_TASKS,
+        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
+        group_size=3,
+        target_groups=50,
+        steps=PR_STEPS,
+        seed=SEED,
+    )
+    result = simulate(config, policy=PR_POLICY, strategies=pr_strategies())
     per_task = result.result("per_task_retry (PR)")
     comparison: dict[str, object] = {}
     for metric, (low, high, mean) in PR_PUBLISHED.items():

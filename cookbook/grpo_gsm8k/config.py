@@ -253,6 +253,12 @@ def _build_parser() -> argparse.ArgumentParser:
             parser.add_argument(
                 flag, dest=field.name, default=argparse.SUPPRESS, metavar="VALUE", help=help_text
             )
+    _add_admission_flags(parser)
+    return parser
+
+
+def _add_admission_flags(parser: argparse.ArgumentParser) -> None:
+    """The ``admission`` block's flags: the preset, the loss scale, each section and its fields."""
     group = parser.add_argument_group(
         "admission (a group_admission SessionConfig block)",
         f"default: {dict(DEFAULT_ADMISSION)}; --admission.preset null starts from every gate off",
@@ -290,7 +296,6 @@ def _build_parser() -> argparse.ArgumentParser:
                 metavar="VALUE",
                 help=f"{cls.__name__}.{field.name}",
             )
-    return parser
 
 
 def _from_flag(name: str, text: Any) -> Any:

@@ -223,6 +223,20 @@ def train_on(
     optimizer.step()
 
 
+def _admission(args: argparse.Namespace) -> TwinkleGroupAdmission:
+    """Admission gated on ``--gate-on``, with up to ``--max-extra-groups`` resampled in 2 rounds."""
+    return TwinkleGroupAdmission(
+        {"min_reward_std": 1e-6, "gate_on": ["accuracy"] if args.gate_on == "accuracy" else None},
+        num_generations=args.num_generations,
+        budget={
+            "max_extra_groups": args.max_extra_groups,
+            "max_resample_rounds": 2,
+            "max_total_samples": (args.batch_size + args.max_extra_groups) * args.num_generations,
+        },
+        advantage_fn=GRPOAdvantage(),
+    )
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Train the tiny policy the twinkle way, admitting groups on accuracy (the flags: ``--help``)."""
     args = _parser().parse_args(argv)
@@ -233,16 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     loss_fn = GRPOLoss(epsilon=0.2)
     metrics = CompletionRewardMetric()
-    admission = TwinkleGroupAdmission(
-        {"min_reward_std": 1e-6, "gate_on": ["accuracy"] if args.gate_on == "accuracy" else None},
-        num_generations=num_generations,
-        budget={
-            "max_extra_groups": args.max_extra_groups,
-            "max_resample_rounds": 2,
-            "max_total_samples": (args.batch_size + args.max_extra_groups) * num_generations,
-        },
-        advantage_fn=GRPOAdvantage(),
-    )
+    admission = _admission(args)
     sampling_params = SamplingParams(max_tokens=2, num_samples=1, logprobs=1, temperature=1.0)
     dataloader = shuffled_prompts(args.seed)
     extra_prompts = shuffled_prompts(args.seed + 1)

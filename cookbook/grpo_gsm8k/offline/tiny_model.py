@@ -170,22 +170,9 @@ def build_tiny_policy(
     import torch
 
     folder = Path(out)
-    recipe = {
-        "data": str(data),
-        "warm_start_steps": warm_start_steps,
-        "warm_start_problems": warm_start_problems,
-        "hidden_size": hidden_size,
-        "layers": layers,
-        "vocab_size": vocab_size,
-        "seed": seed,
-        "system_prompt": system_prompt,
-        "version": 2,  # 2: warm-started on the tokenizer as training reloads it
-        # The CPU code paths decide the weights' last bits (cookbook/grpo_gsm8k/offline/pin.sh):
-        # a build made under others is rebuilt, not reused.
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "mkl_cbwr": os.environ.get("MKL_CBWR"),
-        "threads": torch.get_num_threads(),
-    }
+    settings = {"warm_start_steps": warm_start_steps, "warm_start_problems": warm_start_problems}
+    settings |= {"hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size, "seed": seed}
+    recipe = _recipe(data, settings | {"system_prompt": system_prompt})
     stamp = folder / "build.json"
     if not force and stamp.is_file() and json.loads(stamp.read_text())["recipe"] == recipe:
         return folder
@@ -217,6 +204,22 @@ def build_tiny_policy(
     }
     stamp.write_text(json.dumps(summary, indent=2))
     return folder
+
+
+def _recipe(data: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What a build depends on: its data and settings, and the CPU code paths it ran on."""
+    import torch
+
+    return {
+        "data": str(data),
+        **settings,
+        "version": 2,  # 2: warm-started on the tokenizer as training reloads it
+        # The CPU code paths decide the weights' last bits (cookbook/grpo_gsm8k/offline/pin.sh):
+        # a build made under others is rebuilt, not reused.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
