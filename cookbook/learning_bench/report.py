@@ -152,6 +152,12 @@ PAIRS = (
     ("greso", "gated_resample_history"),
     ("greso", "gated_resample"),
     ("streaming_partial", "gated_resample"),
+    # The per-token hypotheses (P3, P5), named before the run.
+    ("gated_target", "gated"),
+    ("gated_sqrt", "gated"),
+    ("gated_sqrt", "gated_target"),
+    ("recommended", "gated_target"),
+    ("recommended", "outcome_only"),
 )
 
 
