@@ -35,10 +35,16 @@ import attrs
 
 from benchmarks._model_skipping import ModelSkipping
 from benchmarks._planning_plots import plot_pool, plot_streaming
+from benchmarks._settings import (
+    PR_POLICY,
+    SLIME_POLICY,
+    SLIME_TASKS,
+    STEP_BUDGET,
+    pr_config,
+    slime_config,
+)
 from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory, SamplingBudgetConfig
 from group_admission.simulation import (
-    BinaryTaskModel,
-    CompositeTaskModel,
     ControllerResampling,
     DapoDynamicSampling,
     EngineModel,
@@ -48,7 +54,6 @@ from group_admission.simulation import (
     PoolContext,
     PoolController,
     PromptPoolConfig,
-    ResponseLengthModel,
     SimulationConfig,
     SimulationResult,
     SlimeWaves,
@@ -70,12 +75,6 @@ STREAM_STEPS = 400
 #: The engines the step times are reported for: unlimited parallel generation, and one
 #: where each sequence decodes at half speed when 256 run at once (see ``EngineModel``).
 ENGINES = {"unlimited": EngineModel(), "h=256": EngineModel(half_speed_sequences=256)}
-SLIME_POLICY = GroupAdmissionConfig(min_reward_std=1e-6)
-STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
-PR_POLICY = GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
-PR_TASKS = CompositeTaskModel(
-    alpha=1.0, beta=1.0, shaping_spread=0.02, shaping_resolution=0.01, shaping_task_share=0.9
-)
 
 # --- 2. prompt history ---------------------------------------------------------------------
 POOL_STEPS = 300
@@ -102,15 +101,10 @@ def check(goal: str, met: bool, detail: str) -> dict[str, Any]:
 # --- 1 -----------------------------------------------------------------------------------
 def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]]:
     """The streaming settings: per task setting, its simulation, policy and strategies."""
-    lengths = ResponseLengthModel(mean_tokens=1024, cv=0.6)
     settings: dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]] = {}
-    for label, tasks in (
-        ("slime default, uniform Beta(1,1)", BinaryTaskModel(alpha=1.0, beta=1.0)),
-        ("slime default, polarised Beta(0.5,0.5)", BinaryTaskModel(alpha=0.5, beta=0.5)),
-    ):
-        config = SimulationConfig(
-            tasks=tasks, lengths=lengths, group_size=8, target_groups=16, steps=STREAM_STEPS, seed=SEED
-        )
+    for name, tasks in SLIME_TASKS.items():
+        label = f"slime default, {name}"
+        config = slime_config(tasks, STREAM_STEPS, SEED)
         peers = [
             SlimeWaves(over_sampling_batch_size=32, name="slime"),
             SlimeWaves(over_sampling_batch_size=32, partial_rollout=True, name="slime+partial"),
@@ -119,14 +113,7 @@ def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig,
             Oracle(name="oracle"),
         ]
         settings[label] = (config, SLIME_POLICY, peers + streaming({"max_extra_groups": 32}))
-    config = SimulationConfig(
-        tasks=PR_TASKS,
-        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
-        group_size=3,
-        target_groups=50,
-        steps=STREAM_STEPS,
-        seed=SEED,
-    )
+    config = pr_config(STREAM_STEPS, SEED)
     budget = SamplingBudgetConfig(max_extra_groups=100, max_resample_rounds=3)
     peers = [
         SlimeWaves(over_sampling_batch_size=100, keep_when_insufficient=True, name="slime"),

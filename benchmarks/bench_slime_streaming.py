@@ -37,11 +37,14 @@ import structlog
 from adapters.slime.scripted_engine import simulated_script
 from adapters.slime.stream_hosts import CHECKED_COMMIT, RealSlimeHost, make_args, real_slime
 from adapters.slime.virtual_clock import VirtualLoopRunner
+from benchmarks._settings import (
+    SLIME_TASKS,
+    slime_config,
+)
 from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
 from group_admission.adapters import slime as slime_adapter
 from group_admission.simulation import (
     BinaryTaskModel,
-    ResponseLengthModel,
     SimulationConfig,
     SlimeWaves,
     StreamingLaunches,
@@ -54,10 +57,6 @@ PREFIX = "rollout/group_admission/"
 POLICY = {"policy": {"min_reward_std": 1e-6}, "max_consecutive_failed_groups": None}
 BUDGET = {"max_extra_groups": 32}
 SLIME_FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"
-TASKS = {
-    "uniform Beta(1,1)": BinaryTaskModel(alpha=1.0, beta=1.0),
-    "polarised Beta(0.5,0.5)": BinaryTaskModel(alpha=0.5, beta=0.5),
-}
 #: Streaming settings: (confidence, race, partial rollout).
 STREAMING = [(0.99, 1.0, False), (0.99, 1.0, True), (0.999, 1.0, True), (0.99, 2.0, True)]
 #: A strategy: its name, its simulator model, slime's args for it, whether slime's default loop runs it.
@@ -141,14 +140,7 @@ def run_real(config: SimulationConfig, overrides: dict[str, Any], default: bool)
 
 def compare_setting(label: str, tasks: BinaryTaskModel, steps: int) -> dict[str, dict[str, Any]]:
     """Every strategy on slime's tree and in the simulator for one task setting; printed as a table."""
-    config = SimulationConfig(
-        tasks=tasks,
-        lengths=ResponseLengthModel(mean_tokens=1024, cv=0.6),
-        group_size=8,
-        target_groups=16,
-        steps=steps,
-        seed=0,
-    )
+    config = slime_config(tasks, steps)
     rows = strategies()
     simulated = simulate(
         config, policy=GroupAdmissionConfig(min_reward_std=1e-6), strategies=[r[1] for r in rows]
@@ -213,7 +205,7 @@ def test_streaming_beats_slime_default_waves(slime_steps: int) -> None:
     report: dict[str, Any] = {"slime_commit": CHECKED_COMMIT, "steps": slime_steps, "settings": {}}
     goal = "streaming's time below slime's default waves at <= the simulator's tokens"
     missed = []
-    for label, tasks in TASKS.items():
+    for label, tasks in SLIME_TASKS.items():
         results = report["settings"][label] = compare_setting(label, tasks, slime_steps)
         best = best_streaming(results)["time_vs_slime"]
         print(f"    [{'met ' if best < 1.0 else 'MISS'}] {goal}: {best:.3f}x")

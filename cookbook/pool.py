@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 __all__ = ["cpu_seconds", "run_pool"]
 
 Job = TypeVar("Job")
-Result = TypeVar("Result")
+Result = TypeVar("Result", bound=Mapping[str, Any])
 
 
 def run_pool(
     run: Callable[[Job], Result | None],
     jobs: Sequence[Job],
     workers: int,
-    describe: Callable[[Result], str],
+    progress: str,
 ) -> list[Result]:
     """
-    Every job's result, in the order they finish; each printed as ``[k/n] describe(result)``.
+    Every job's result, in the order they finish; each printed as ``[k/n]`` and its line.
+
+    ``progress`` is the line, a :meth:`str.format_map` template filled from the result (a
+    mapping: ``"{arm} seed {seed}"``, ``"{counts[steps]} steps"``).
 
     ``run`` must be a module-level function (the workers are spawned and import it by name);
     it returns ``None`` for a job it left out (such a job is neither kept nor counted). With
@@ -37,7 +40,7 @@ def run_pool(
         if result is None:
             return
         results.append(result)
-        print(f"[{len(results)}/{len(jobs)}] {describe(result)}", flush=True)
+        print(f"[{len(results)}/{len(jobs)}] {progress.format_map(result)}", flush=True)
 
     if workers <= 1:
         for job in jobs:

@@ -54,6 +54,11 @@ OFFLINE_CONFIG = Path(__file__).resolve().parent / "offline" / "config.yaml"
 OFFLINE_POOL = 64  # small enough that a run revisits every problem a few times
 WARM_START_ROWS = 2000  # the demo policy was fine-tuned on every training row
 HELD_OUT_SEED = 2_000_003  # neither the training split's seed (0) nor the demo test split's
+#: A finished run's progress line (a template of its record).
+PROGRESS = (
+    "{arm:<14} seed {seed}: held-out {accuracy_before:.3f} -> {accuracy_after:.3f} after {samples} samples "
+    "({steps} steps) in {wall_s:.0f}s wall, {cpu_s:.0f}s CPU"
+)
 
 
 @attrs.frozen
@@ -153,15 +158,6 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     }
 
 
-def _describe(run: Mapping[str, Any]) -> str:
-    """A finished run's progress line."""
-    return (
-        f"{run['arm']:<14} seed {run['seed']}: held-out "
-        f"{run['accuracy_before']:.3f} -> {run['accuracy_after']:.3f} after {run['samples']} samples "
-        f"({run['steps']} steps) in {run['wall_s']:.0f}s wall, {run['cpu_s']:.0f}s CPU"
-    )
-
-
 def run_ablation(
     base: TrainConfig,
     arms: Sequence[Arm],
@@ -187,7 +183,7 @@ def run_ablation(
     jobs = [(arm.name, arm_config(base, arm, seed, output)) for seed in seeds for arm in arms]
     wall, cpu = time.perf_counter(), cpu_seconds()
     runs = sorted(
-        run_pool(run_one, jobs, workers, _describe),
+        run_pool(run_one, jobs, workers, PROGRESS),
         key=lambda r: ([a.name for a in arms].index(r["arm"]), r["seed"]),
     )
     report = {

@@ -154,6 +154,8 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cookbook.grpo_gsm8k.report import save_samples_figure
+
     labels = {arm["name"]: arm["label"] for arm in report["setup"]["arms"]}
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for arm in report["arms"]:
@@ -175,15 +177,7 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
         fontsize=10,
     )
     right.set_title("training reward of fresh samples (accuracy + brevity), binned", fontsize=10)
-    for axis in (left, right):
-        axis.set_xlabel("generated samples")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return save_samples_figure(figure, (left, right), path)
 
 
 def _binned_reward(

@@ -157,6 +157,8 @@ def write_comparison_plot(compared: Mapping[str, Mapping[str, Any]], path: str |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cookbook.grpo_gsm8k.report import save_samples_figure
+
     figure, (accuracy, length) = plt.subplots(1, 2, figsize=(11, 4))
     for name, side in (("plain GRPO", compared["plain"]), (label, compared["admission"])):
         curve: Sequence[Mapping[str, float]] = side["eval_curve"]
@@ -164,15 +166,7 @@ def write_comparison_plot(compared: Mapping[str, Mapping[str, Any]], path: str |
         length.plot(side["samples_curve"], side["completion_tokens"], label=name)
     accuracy.set(title="held-out greedy accuracy", ylabel="share correct", ylim=(0, 1))
     length.set(title="completion length (round 1)", ylabel="tokens per completion")
-    for axis in (accuracy, length):
-        axis.set_xlabel("generated samples")
-        axis.legend(fontsize=8)
-        axis.grid(alpha=0.3)
-    figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return save_samples_figure(figure, (accuracy, length), path)
 
 
 def finish_comparison(plain: RunResult, admission: RunResult, config: TrainConfig) -> str:

@@ -23,6 +23,8 @@ __all__ = [
     "format_summary",
     "on_a_terminal",
     "plain_output",
+    "save_figure",
+    "save_samples_figure",
     "start_prometheus",
     "summarise",
     "write_plot",
@@ -235,9 +237,23 @@ def write_plot(
     steps: Sequence[Mapping[str, Any]], path: str | Path, eval_curve: Sequence[Mapping[str, float]] = ()
 ) -> Path:
     """Write :func:`curves_figure` as a PNG to ``path``."""
+    return save_figure(curves_figure(steps, eval_curve), path)
+
+
+def save_samples_figure(figure: Any, axes: Sequence[Any], path: str | Path) -> Path:
+    """Label each axis's x as generated samples, with a legend and a grid; lay out and save."""
+    for axis in axes:
+        axis.set_xlabel("generated samples")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def save_figure(figure: Any, path: str | Path) -> Path:
+    """Write ``figure`` as a PNG (100 dpi) to ``path`` and close it; the path."""
     import matplotlib.pyplot as plt
 
-    figure = curves_figure(steps, eval_curve)
     target = Path(path)
     figure.savefig(target, dpi=100)
     plt.close(figure)

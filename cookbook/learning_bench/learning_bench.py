@@ -35,6 +35,11 @@ from cookbook.pool import cpu_seconds, run_pool
 __all__ = ["main", "run_bench", "warm_table"]
 
 WARM_SEED = 0  # one warm start per task, shared by every arm and seed
+#: A finished run's progress line (a template of its record).
+PROGRESS = (
+    "{task:<8} {arm:<22} seed {seed}: {start_accuracy:.3f} -> {final_accuracy:.3f} at {generated_tokens} "
+    "tokens ({counts[steps]} steps) {wall_s:.0f}s wall {cpu_s:.0f}s CPU"
+)
 
 
 def warm_table(
@@ -122,15 +127,6 @@ def run_job(job: Job) -> dict[str, Any] | None:
     return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
 
 
-def _describe(run: Mapping[str, Any]) -> str:
-    """A finished run's progress line."""
-    return (
-        f"{run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
-        f"{run['start_accuracy']:.3f} -> {run['final_accuracy']:.3f} at {run['generated_tokens']} tokens "
-        f"({run['counts']['steps']} steps) {run['wall_s']:.0f}s wall {run['cpu_s']:.0f}s CPU"
-    )
-
-
 def run_bench(
     profile: Profile,
     tasks: Sequence[str],
@@ -168,7 +164,7 @@ def run_bench(
         if seed in profile.seeds_of(arm, seeds)
     ]
     print(f"{len(jobs)} runs on {workers} worker(s)", flush=True)
-    runs = run_pool(run_job, jobs, workers, _describe)
+    runs = run_pool(run_job, jobs, workers, PROGRESS)
     report: dict[str, Any] = {
         "setup": _setup(profile, tasks, arms, runs, split, left_out=len(jobs) - len(runs), workers=workers),
         "tasks": {},
