@@ -20,9 +20,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from group_admission import prompts_needed
+from group_admission import AdmissionSession, SamplingBudgetConfig, prompts_needed
 from group_admission.simulation import PoolContext, PromptPoolConfig
-from group_admission.simulation._planning_strategies import _pool_session
+
+# The pool strategies' base: one session step per pool step, their default budget (written once).
+from group_admission.simulation._planning_strategies import SessionPoolStrategy
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -77,20 +79,21 @@ class Posterior:
 
 
 @attrs.frozen(kw_only=True)
-class ModelSkipping:
-    """Skip prompts by the posterior of the pool's generative model (a bound, see the module)."""
+class ModelSkipping(SessionPoolStrategy):
+    """
+    Skip prompts by the posterior of the pool's generative model (a bound, see the module).
+
+    Its session has the pool strategies' budget (``budget``: ``None``, their default).
+    """
 
     kind: ClassVar[str] = "model_skip"
     skip_below: float = 0.1
+    budget: SamplingBudgetConfig | None = None
     name: str = "model_skip"
 
-    def check(self, config: PromptPoolConfig) -> None:
-        pass
-
-    def run_step(self, context: PoolContext) -> None:
-        session = _pool_session(context, None)
+    def rounds(self, context: PoolContext, session: AdmissionSession) -> None:
+        """The step's rounds: prompts whose chance of being informative is too low are skipped."""
         posterior = context.memory.setdefault("posterior", Posterior(context.pool.config))
-        session.begin_step(context.target_groups)
         size, confidence = context.group_size, session.controller.config.confidence
         while remaining := session.plan(num_generations=size).remaining_target_groups:
             kept: list[int] = []
@@ -110,7 +113,7 @@ class ModelSkipping:
             result = context.generate(kept[:count], session)
             for prompt, mean in zip(kept[:count], result.reward_mean.tolist(), strict=True):
                 posterior.observe(prompt, mean * size, size, context.step)
-        session.end_step()
 
     def to_dict(self) -> dict[str, Any]:
+        """The strategy as the report records it."""
         return {"kind": self.kind, "skip_below": self.skip_below, "name": self.name}

@@ -7,6 +7,7 @@ from typing import Any
 
 
 def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """The streaming section's figure: each setting's frontier (top) and partial rollout's price (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -15,60 +16,9 @@ def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> Non
     figure, grid = pyplot.subplots(2, len(settings), figsize=(5.5 * len(settings), 8.5))
     try:
         for axis, (label, rows) in zip(grid[0], settings.items(), strict=True):
-            for partial, style in ((False, "o-"), (True, "^-")):
-                curve = [
-                    r
-                    for r in rows
-                    if r["name"].startswith("streaming")
-                    and ("partial" in r["name"]) == partial
-                    and "race" not in r["name"]
-                ]
-                axis.plot(
-                    [r["time_vs_slime"]["unlimited"] for r in curve],
-                    [r["tokens_vs_oracle"] for r in curve],
-                    style,
-                    label="streaming, partial rollout" if partial else "streaming",
-                )
-                for row in curve:
-                    name = row["name"].removeprefix("streaming(").split(",")[0].rstrip(")")
-                    axis.annotate(
-                        name, (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"]), fontsize=7
-                    )
-            for row in rows:
-                if "race" in row["name"]:
-                    point = (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"])
-                    axis.plot(*point, "*", label=row["name"])
-                if not row["name"].startswith("streaming"):
-                    axis.plot(
-                        row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"], "s", label=row["name"]
-                    )
-            axis.axvline(1.05, color="grey", lw=0.8, ls="--")
-            axis.axhline(1.10, color="grey", lw=0.8, ls="--")
-            axis.set_xscale("log")
-            axis.set_xlabel("step time / slime's (log; unlimited parallel generation)")
-            axis.set_ylabel("generated tokens / oracle's")
-            axis.set_title(label, fontsize=10)
-            axis.legend(fontsize=7)
+            _frontier(axis, label, rows)
         for axis, (label, rows) in zip(grid[1], settings.items(), strict=True):
-            carried = [r for r in rows if "partial" in r["name"]]
-            for engine, style in (("unlimited", "^"), ("h=256", "v")):
-                axis.plot(
-                    [r["time_vs_slime"][engine] for r in carried],
-                    [100 * r["resumed_share"] for r in carried],
-                    style,
-                    label=f"engine {engine}",
-                )
-            for row in carried:
-                axis.annotate(
-                    row["name"].replace("streaming(", "").replace(",partial", "").rstrip(")"),
-                    (row["time_vs_slime"]["unlimited"], 100 * row["resumed_share"]),
-                    fontsize=7,
-                )
-            axis.axvline(1.05, color="grey", lw=0.8, ls="--")
-            axis.set_xlabel("step time / slime's (without partial rollout)")
-            axis.set_ylabel("groups trained on that resumed (%)")
-            axis.set_title(f"the price of partial rollout: {label}", fontsize=10)
-            axis.legend(fontsize=7)
+            _partial_rollout(axis, label, rows)
         figure.suptitle(
             "streaming plans: the goal is the lower-left corner of the dashed lines (top); "
             "carried groups were partly generated before the last update (bottom)"
@@ -77,6 +27,63 @@ def plot_streaming(settings: dict[str, list[dict[str, Any]]], path: Path) -> Non
         figure.savefig(path, dpi=100)
     finally:
         pyplot.close(figure)
+
+
+def _frontier(axis: Any, label: str, rows: list[dict[str, Any]]) -> None:
+    """Tokens against time, both relative, for every streaming setting and the baselines."""
+    for partial, style in ((False, "o-"), (True, "^-")):
+        curve = [
+            r
+            for r in rows
+            if r["name"].startswith("streaming")
+            and ("partial" in r["name"]) == partial
+            and "race" not in r["name"]
+        ]
+        axis.plot(
+            [r["time_vs_slime"]["unlimited"] for r in curve],
+            [r["tokens_vs_oracle"] for r in curve],
+            style,
+            label="streaming, partial rollout" if partial else "streaming",
+        )
+        for row in curve:
+            name = row["name"].removeprefix("streaming(").split(",")[0].rstrip(")")
+            axis.annotate(name, (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"]), fontsize=7)
+    for row in rows:
+        if "race" in row["name"]:
+            point = (row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"])
+            axis.plot(*point, "*", label=row["name"])
+        if not row["name"].startswith("streaming"):
+            axis.plot(row["time_vs_slime"]["unlimited"], row["tokens_vs_oracle"], "s", label=row["name"])
+    axis.axvline(1.05, color="grey", lw=0.8, ls="--")
+    axis.axhline(1.10, color="grey", lw=0.8, ls="--")
+    axis.set_xscale("log")
+    axis.set_xlabel("step time / slime's (log; unlimited parallel generation)")
+    axis.set_ylabel("generated tokens / oracle's")
+    axis.set_title(label, fontsize=10)
+    axis.legend(fontsize=7)
+
+
+def _partial_rollout(axis: Any, label: str, rows: list[dict[str, Any]]) -> None:
+    """The share of trained groups that resumed against time, per engine, for partial rollout."""
+    carried = [r for r in rows if "partial" in r["name"]]
+    for engine, style in (("unlimited", "^"), ("h=256", "v")):
+        axis.plot(
+            [r["time_vs_slime"][engine] for r in carried],
+            [100 * r["resumed_share"] for r in carried],
+            style,
+            label=f"engine {engine}",
+        )
+    for row in carried:
+        axis.annotate(
+            row["name"].replace("streaming(", "").replace(",partial", "").rstrip(")"),
+            (row["time_vs_slime"]["unlimited"], 100 * row["resumed_share"]),
+            fontsize=7,
+        )
+    axis.axvline(1.05, color="grey", lw=0.8, ls="--")
+    axis.set_xlabel("step time / slime's (without partial rollout)")
+    axis.set_ylabel("groups trained on that resumed (%)")
+    axis.set_title(f"the price of partial rollout: {label}", fontsize=10)
+    axis.legend(fontsize=7)
 
 
 def plot_pool(label: str, result: Any, path: Path) -> None:

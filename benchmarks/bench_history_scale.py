@@ -2,7 +2,7 @@
 
 Prints each figure against its limit and writes benchmarks/results/bench_history_scale.json.
 Not a test: run it with
-    OMP_NUM_THREADS=1 nice python benchmarks/bench_history_scale.py [--prompts 1000000]
+    OMP_NUM_THREADS=1 nice python -m benchmarks.bench_history_scale [--prompts 1000000]
 Limits: with 1,000,000 prompts held, recording a step of 1,000 groups and picking from 1,000
 candidates each under 10 ms (the 95th percentile of the steps timed); state_dict (to_dict)
 and from_dict under 2 s each; the JSON state under 32 MB; peak RSS under 500 MB.
@@ -186,6 +186,7 @@ def _report(title: str, figures: dict[str, Any]) -> dict[str, bool]:
 
 
 def main() -> None:
+    """Measure the history at scale and write the report (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=1_000_000)
     parser.add_argument("--extra-steps", type=int, default=200, help="steps of the second epoch timed")

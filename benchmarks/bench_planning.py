@@ -18,7 +18,7 @@ Planning goals, each as a ratio against the peer measured in the same run (figur
 
 Every goal prints as ``[met ]`` or ``[MISS]`` with its ratio; misses say why.
 
-Run:  python benchmarks/bench_planning.py [streaming] [pool]   (writes
+Run:  python -m benchmarks.bench_planning [streaming] [pool]   (writes
       benchmarks/results/bench_planning.json and the figures docs/planning/*.png; naming a
       section reruns only it and keeps the other's results)
 """
@@ -32,13 +32,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from _model_skipping import ModelSkipping
-from _planning_plots import plot_pool, plot_streaming
 
+from benchmarks._model_skipping import ModelSkipping
+from benchmarks._planning_plots import plot_pool, plot_streaming
+from benchmarks._settings import (
+    PR_POLICY,
+    SLIME_POLICY,
+    SLIME_TASKS,
+    STEP_BUDGET,
+    pr_config,
+    slime_config,
+)
 from group_admission import AdmissionSession, GroupAdmissionConfig, PromptHistory, SamplingBudgetConfig
 from group_admission.simulation import (
-    BinaryTaskModel,
-    CompositeTaskModel,
     ControllerResampling,
     DapoDynamicSampling,
     EngineModel,
@@ -48,7 +54,6 @@ from group_admission.simulation import (
     PoolContext,
     PoolController,
     PromptPoolConfig,
-    ResponseLengthModel,
     SimulationConfig,
     SimulationResult,
     SlimeWaves,
@@ -70,12 +75,6 @@ STREAM_STEPS = 400
 #: The engines the step times are reported for: unlimited parallel generation, and one
 #: where each sequence decodes at half speed when 256 run at once (see ``EngineModel``).
 ENGINES = {"unlimited": EngineModel(), "h=256": EngineModel(half_speed_sequences=256)}
-SLIME_POLICY = GroupAdmissionConfig(min_reward_std=1e-6)
-STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
-PR_POLICY = GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
-PR_TASKS = CompositeTaskModel(
-    alpha=1.0, beta=1.0, shaping_spread=0.02, shaping_resolution=0.01, shaping_task_share=0.9
-)
 
 # --- 2. prompt history ---------------------------------------------------------------------
 POOL_STEPS = 300
@@ -94,21 +93,18 @@ OTHER_SEEDS = (1, 2)
 
 
 def check(goal: str, met: bool, detail: str) -> dict[str, Any]:
+    """Print one goal as ``[met ]`` or ``[MISS]`` and return its record."""
     print(f"    [{'met ' if met else 'MISS'}] {goal}: {detail}")
     return {"goal": goal, "met": bool(met), "detail": detail}
 
 
 # --- 1 -----------------------------------------------------------------------------------
 def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]]:
-    lengths = ResponseLengthModel(mean_tokens=1024, cv=0.6)
+    """The streaming settings: per task setting, its simulation, policy and strategies."""
     settings: dict[str, tuple[SimulationConfig, GroupAdmissionConfig, list[Any]]] = {}
-    for label, tasks in (
-        ("slime default, uniform Beta(1,1)", BinaryTaskModel(alpha=1.0, beta=1.0)),
-        ("slime default, polarised Beta(0.5,0.5)", BinaryTaskModel(alpha=0.5, beta=0.5)),
-    ):
-        config = SimulationConfig(
-            tasks=tasks, lengths=lengths, group_size=8, target_groups=16, steps=STREAM_STEPS, seed=SEED
-        )
+    for name, tasks in SLIME_TASKS.items():
+        label = f"slime default, {name}"
+        config = slime_config(tasks, STREAM_STEPS, SEED)
         peers = [
             SlimeWaves(over_sampling_batch_size=32, name="slime"),
             SlimeWaves(over_sampling_batch_size=32, partial_rollout=True, name="slime+partial"),
@@ -117,14 +113,7 @@ def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig,
             Oracle(name="oracle"),
         ]
         settings[label] = (config, SLIME_POLICY, peers + streaming({"max_extra_groups": 32}))
-    config = SimulationConfig(
-        tasks=PR_TASKS,
-        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
-        group_size=3,
-        target_groups=50,
-        steps=STREAM_STEPS,
-        seed=SEED,
-    )
+    config = pr_config(STREAM_STEPS, SEED)
     budget = SamplingBudgetConfig(max_extra_groups=100, max_resample_rounds=3)
     peers = [
         SlimeWaves(over_sampling_batch_size=100, keep_when_insufficient=True, name="slime"),
@@ -148,13 +137,14 @@ def stream_settings() -> dict[str, tuple[SimulationConfig, GroupAdmissionConfig,
 
 def streaming(budget: dict[str, int]) -> list[StreamingLaunches]:
     """Streaming at every confidence, aborting at the target and carrying (partial rollout), and racing."""
+    caps = SamplingBudgetConfig.from_mapping(budget)
     plain = [
-        StreamingLaunches(budget=budget, confidence=c, partial_rollout=partial)
+        StreamingLaunches(budget=caps, confidence=c, partial_rollout=partial)
         for partial in (False, True)
         for c in CONFIDENCES
     ]
     return plain + [
-        StreamingLaunches(budget=budget, confidence=0.99, race=race, partial_rollout=True) for race in RACES
+        StreamingLaunches(budget=caps, confidence=0.99, race=race, partial_rollout=True) for race in RACES
     ]
 
 
@@ -167,7 +157,7 @@ def stream_rows(result: SimulationResult) -> list[dict[str, Any]]:
         # every engine's time comes from the same run.
         return {
             label: engine.wall_time(r.time_per_step, r.generated_tokens / r.steps)
-            / engine.wall_time(slime.time_per_step, slime.generated_tokens / slime.steps)
+            / engine.wall_time(slime.time_per_step, slime.generated_tokens / slime.steps)  # type: ignore[arg-type]
             for label, engine in ENGINES.items()
         }
 
@@ -252,9 +242,10 @@ class RestoredMidway:
     inner: HistorySkipping = attrs.field(factory=lambda: HistorySkipping(history={"half_life": HALF_LIFE}))
 
     def check(self, config: PromptPoolConfig) -> None:
-        pass
+        """Nothing to refuse: the benchmark sets the inner strategy itself."""
 
     def run_step(self, context: PoolContext) -> None:
+        """One step of the inner strategy, its history restored from a checkpoint first at step ``at``."""
         if context.step == self.at and "history" in context.memory:
             memory = context.memory
             history, session = json.loads(
@@ -267,10 +258,12 @@ class RestoredMidway:
         self.inner.run_step(context)
 
     def to_dict(self) -> dict[str, Any]:
+        """The inner strategy's record, with the step of the restore."""
         return {**self.inner.to_dict(), "restored_at": self.at}
 
 
 def pool_strategies() -> list[Any]:
+    """Every pool strategy the prompt-history section compares."""
     strategies: list[Any] = [
         PoolController(),
         HistorySkipping(history={"mode": "greso"}, name="greso"),
@@ -316,6 +309,7 @@ def bound(result: Any) -> dict[str, Any]:
 
 
 def pool_goals(result: Any) -> list[dict[str, Any]]:
+    """The prompt history's goals against the controller, GRESO and the bounds, each printed."""
     controller, greso, mine = result.result("controller"), result.result("greso"), result.result("history")
     restored = result.result("history(restored)")
     print(result.format_table())
@@ -357,9 +351,26 @@ def pool_goals(result: Any) -> list[dict[str, Any]]:
             f"(GRESO {greso.wrongly_skipped_share:.1%})",
         )
     )
-    # GRESO at a comparable accuracy: the history threshold whose wrong-skip share is closest.
+    checks += greso_twins(result)
+    checks.append(bound(result))
+    identical = restored.per_step == mine.per_step
+    checks.append(
+        check(
+            "restore from a JSON checkpoint replays picks and plans bit for bit",
+            identical,
+            f"history and session restored at step {POOL_STEPS // 2}: every later step "
+            f"{'identical' if identical else 'DIFFERENT'}",
+        )
+    )
+    print_difficulty([controller, greso, mine, result.result("oracle(skip<0.1)")])
+    return checks
+
+
+def greso_twins(result: Any) -> list[dict[str, Any]]:
+    """GRESO at a comparable accuracy: against the history threshold whose wrong-skip share is closest."""
+    checks = []
     variants = [r for r in result.results if r.name.startswith("history") and r.name != "history(restored)"]
-    for rule in (greso, result.result("greso(target 0.5)")):
+    for rule in (result.result("greso"), result.result("greso(target 0.5)")):
         twin = min(
             variants, key=lambda r: abs((r.wrongly_skipped_share or 0) - (rule.wrongly_skipped_share or 0))
         )
@@ -373,28 +384,23 @@ def pool_goals(result: Any) -> list[dict[str, Any]]:
                 f"groups per trained group vs {rule.groups_per_informative:.3f} ({better:.3f}x)",
             )
         )
-    checks.append(bound(result))
-    identical = restored.per_step == mine.per_step
-    checks.append(
-        check(
-            "restore from a JSON checkpoint replays picks and plans bit for bit",
-            identical,
-            f"history and session restored at step {POOL_STEPS // 2}: every later step "
-            f"{'identical' if identical else 'DIFFERENT'}",
-        )
-    )
+    return checks
+
+
+def print_difficulty(results: list[Any]) -> None:
+    """Each result's trained groups by difficulty (share of all trained), and its prompts skipped."""
     print("    trained groups by difficulty (share of all trained), and prompts skipped:")
-    for r in (controller, greso, mine, result.result("oracle(skip<0.1)")):
+    for r in results:
         bins = r.by_difficulty
         trained = ", ".join(
             f"{label.split(' ')[0]} {b['trained'] / r.trained_groups:.2f}" for label, b in bins.items()
         )
         skipped = ", ".join(f"{label.split(' ')[0]} {b['skipped']}" for label, b in bins.items())
         print(f"    {r.name:20s} trained: {trained}\n    {'':20s} skipped: {skipped}")
-    return checks
 
 
 def run_streaming() -> dict[str, Any]:
+    """Section 1: streaming plans against slime's waves and the round controller."""
     print("1. Streaming plans")
     report, frontiers = {}, {}
     for label, (config, policy, strategies) in stream_settings().items():
@@ -409,6 +415,7 @@ def run_streaming() -> dict[str, Any]:
 
 
 def run_pool() -> dict[str, Any]:
+    """Section 2: prompt histories on a revisited pool."""
     print("\n2. Prompt history")
     report = {}
     for number, (label, config) in enumerate(POOLS.items()):
@@ -436,8 +443,8 @@ def other_seeds(config: PromptPoolConfig) -> list[dict[str, Any]]:
         controller, greso, mine = (result.result(n) for n in ("controller", "greso", "history"))
         row = {
             "seed": seed,
-            "history_vs_controller": mine.groups_per_informative / controller.groups_per_informative,
-            "history_vs_greso": mine.groups_per_informative / greso.groups_per_informative,
+            "history_vs_controller": _ratio(mine.groups_per_informative, controller.groups_per_informative),
+            "history_vs_greso": _ratio(mine.groups_per_informative, greso.groups_per_informative),
             "history_wrongly_skipped": mine.wrongly_skipped_share,
             "greso_wrongly_skipped": greso.wrongly_skipped_share,
         }
@@ -449,6 +456,13 @@ def other_seeds(config: PromptPoolConfig) -> list[dict[str, Any]]:
         row["bound"] = bound(result)["detail"]
         rows.append(row)
     return rows
+
+
+def _ratio(mine: float | None, other: float | None) -> float:
+    """``mine / other`` of two measured rates (each run trains some informative group)."""
+    assert mine is not None
+    assert other is not None
+    return mine / other
 
 
 SECTIONS = {"streaming": run_streaming, "pool": run_pool}

@@ -1,7 +1,7 @@
 """Benchmark the admission policy against baselines measured in the same run.
 
 Prints a table and writes benchmarks/results/bench_policy.json. Not a test: run it with
-    OMP_NUM_THREADS=1 python benchmarks/bench_policy.py
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_policy
 Targets (issue 2): evaluate() median <= 10 us per group of 8 and faster than both
 baselines; the redundancy gate on 16 completions of ~2,000 characters >= 5x faster than a
 plain Python set-based n-gram Jaccard. Issue 20: evaluate_batch() on 100,000 x 16 within
@@ -18,7 +18,9 @@ import random
 import re
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +32,7 @@ BATCH_LIMIT = 1.2
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
-def per_call_us(fn, items, repeats: int = 7) -> float:
+def per_call_us(fn: Callable[[Any], object], items: Sequence[Any], repeats: int = 7) -> float:
     """Median over repeats of the mean time per item, in microseconds."""
     samples = []
     for _ in range(repeats):
@@ -41,7 +43,8 @@ def per_call_us(fn, items, repeats: int = 7) -> float:
     return statistics.median(samples)
 
 
-def best_ms(fn, repeats: int = 7) -> float:
+def best_ms(fn: Callable[[], object], repeats: int = 7) -> float:
+    """The best of ``repeats`` calls of ``fn``, in milliseconds."""
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -50,7 +53,8 @@ def best_ms(fn, repeats: int = 7) -> float:
     return min(samples)
 
 
-def bench_evaluate() -> dict:
+def bench_evaluate() -> dict[str, Any]:
+    """One group's judgement against slime's and the pull request's filters, per call."""
     import torch
 
     torch.set_num_threads(1)
@@ -60,10 +64,11 @@ def bench_evaluate() -> dict:
         GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
     )
 
-    def slime_like(rewards):  # slime's built-in filter: float64 torch std > 1e-6
+    def slime_like(rewards: list[float]) -> bool:  # slime's built-in filter: float64 torch std > 1e-6
         return bool(torch.tensor(rewards, dtype=torch.float64).std() > 1e-6)
 
-    def pr_like(rewards):  # the pull request's policy: statistics.pstdev, range, non-trivial count
+    # The pull request's policy: statistics.pstdev, range, non-trivial count.
+    def pr_like(rewards: list[float]) -> bool:
         std = statistics.pstdev(rewards)
         mean = statistics.fmean(rewards)
         nontrivial = sum(abs(r - mean) > 1e-8 for r in rewards)
@@ -85,7 +90,8 @@ def bench_evaluate() -> dict:
     }
 
 
-def bench_batch() -> dict:
+def bench_batch() -> dict[str, Any]:
+    """The batch path against the scalar path on 100,000 groups."""
     rng = np.random.default_rng(0)
     rewards = (rng.random((100_000, 16)) < rng.random((100_000, 1))).astype(np.float64)
     policy = GroupAdmissionPolicy(
@@ -109,6 +115,7 @@ def bench_batch() -> dict:
 
 
 def completions(count: int, chars: int, seed: int) -> list[str]:
+    """``count`` pseudo-completions of about ``chars`` characters."""
     rng = random.Random(seed)
     words = [
         "the",
@@ -152,11 +159,13 @@ def completions(count: int, chars: int, seed: int) -> list[str]:
     return texts
 
 
-def bench_similarity() -> dict:
+def bench_similarity() -> dict[str, Any]:
+    """The similarity gate on one group of long completions against plain Python."""
     texts = completions(16, 2000, seed=1)
 
-    def plain_python(group, n=3):  # tokenise each text once, then set intersections per pair
-        sets = []
+    # Tokenise each text once, then set intersections per pair.
+    def plain_python(group: Sequence[str], n: int = 3) -> float:
+        sets: list[set[tuple[str, ...]]] = []
         for text in group:
             tokens = TOKEN.findall(text.lower())
             sets.append(
@@ -173,8 +182,9 @@ def bench_similarity() -> dict:
 
     policy = GroupAdmissionPolicy(GroupAdmissionConfig(max_mean_pairwise_similarity=0.9))
     rewards = [0.0, 1.0] * 8
-    decision = policy.evaluate(rewards, texts)
-    assert abs(decision.mean_pairwise_similarity - plain_python(texts)) < 1e-12
+    similarity = policy.evaluate(rewards, texts).mean_pairwise_similarity
+    assert similarity is not None
+    assert abs(similarity - plain_python(texts)) < 1e-12
     base_ms = best_ms(lambda: plain_python(texts), repeats=15)
     ours_ms = best_ms(lambda: policy.evaluate(rewards, texts), repeats=15)
     return {
@@ -186,6 +196,7 @@ def bench_similarity() -> dict:
 
 
 def main() -> None:
+    """Run every measurement and write the report."""
     results = {
         "machine": {
             "python": platform.python_version(),

@@ -7,7 +7,7 @@ spread) and phantom (dead, but the shaped reward has spread), the informative ra
 update, the groups generated per target group, the wall time, and the adapter's own time
 (time in the override minus time in TRL's generation and scoring) relative to training.
 
-    python benchmarks/bench_trl.py [--steps 10] [--seeds 0 1] [--out benchmarks/results/bench_trl.json]
+    python -m benchmarks.bench_trl [--steps 10] [--seeds 0 1] [--out benchmarks/results/bench_trl.json]
 """
 
 from __future__ import annotations
@@ -15,23 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "cookbook"))
-sys.path.insert(0, str(ROOT / "cookbook" / "trl_grpo_gsm8k"))
 
-# ruff: noqa: E402  (the offline environment and cookbook path are set before these imports)
+# ruff: noqa: E402  (the offline environment is set before these imports)
 import torch
 from datasets import load_dataset
-from grpo_gsm8k.offline.prepare_demo import prepare_demo
-from train import accuracy, brevity
 from trl import GRPOConfig, GRPOTrainer
 
+from cookbook.grpo_gsm8k.offline.prepare_demo import prepare_demo
+from cookbook.trl_grpo_gsm8k.train import accuracy, brevity
 from group_admission.adapters.trl import AdmissionGRPOTrainer
 
 GATE = {"min_reward_std": 1e-6, "gate_on": ["accuracy"]}
@@ -39,24 +37,34 @@ BUDGET = {"max_extra_groups": 4, "max_resample_rounds": 2}
 
 
 class Measured:
-    """Counts dead and phantom groups in what each update trains on, and times the override."""
+    """
+    Counts dead and phantom groups in what each update trains on, and times the override.
 
-    def _calculate_rewards(self, *args):
-        rewards = super()._calculate_rewards(*args)
+    A mixin before a TRL trainer: ``super()`` is the trainer (untyped: TRL is not followed).
+    """
+
+    num_generations: int  # the trainer's
+    bench: dict[str, int]
+    bench_last: Any
+    bench_inner: float
+    bench_outer: float
+
+    def _calculate_rewards(self, *args: Any) -> Any:
+        rewards = super()._calculate_rewards(*args)  # type: ignore[misc]
         self.bench_last = rewards
         return rewards
 
-    def _generate_and_score_completions(self, inputs):
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
         started = time.perf_counter()
         before = self.bench_inner
-        output = super()._generate_and_score_completions(inputs)
+        output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
         self.bench_outer += time.perf_counter() - started
         if before == self.bench_inner:  # plain trainer: the override is TRL's own
             self.bench_inner += time.perf_counter() - started
         self._bench_count(output)
         return output
 
-    def _bench_count(self, output):
+    def _bench_count(self, output: Any) -> None:
         n = self.num_generations
         trained = (output["completion_mask"].sum(dim=1) > 0).view(-1, n).any(dim=1)
         if isinstance(self, AdmissionGRPOTrainer):
@@ -77,22 +85,25 @@ class Measured:
 class InnerTimed:
     """Times TRL's own generation and scoring, called by the adapter once per round."""
 
-    def _generate_round(self, inputs):
+    bench_inner: float
+
+    def _generate_round(self, inputs: Any) -> Any:
         started = time.perf_counter()
-        output = super()._generate_round(inputs)
+        output = super()._generate_round(inputs)  # type: ignore[misc]
         self.bench_inner += time.perf_counter() - started
         return output
 
 
-class PlainBench(Measured, GRPOTrainer):
-    pass
+class PlainBench(Measured, GRPOTrainer):  # type: ignore[misc]  # TRL is untyped here
+    """TRL's GRPO trainer, measured."""
 
 
 class AdmissionBench(Measured, InnerTimed, AdmissionGRPOTrainer):
-    pass
+    """The admission trainer, measured, with TRL's own generation timed apart."""
 
 
-def run(kind: str, seed: int, steps: int, model: str, dataset) -> dict:
+def run(kind: str, seed: int, steps: int, model: str, dataset: Any) -> dict[str, Any]:
+    """Train one configuration for ``steps`` steps; what it trained on and what it cost."""
     config = GRPOConfig(
         output_dir=f"/tmp/bench_trl/{kind}-{seed}",
         max_steps=steps,
@@ -148,6 +159,7 @@ def run(kind: str, seed: int, steps: int, model: str, dataset) -> dict:
 
 
 def main() -> None:
+    """Run both configurations on every seed and write the report (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

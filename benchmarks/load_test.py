@@ -4,7 +4,7 @@ Checks that every count comes out exact under load (one ``AdmissionStats`` and o
 ``AdmissionSession`` shared by all threads), and reports throughput and peak memory. Not a
 test: run it on an otherwise idle machine with
 
-    OMP_NUM_THREADS=1 python benchmarks/load_test.py [--groups 1000000] [--calls 200000]
+    OMP_NUM_THREADS=1 python -m benchmarks.load_test [--groups 1000000] [--calls 200000]
 
 and it writes benchmarks/results/load_test.json. Each phase runs twice: once timed, once
 under ``tracemalloc`` for the peak of Python allocations (numpy's included), which slows it.

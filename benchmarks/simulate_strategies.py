@@ -10,7 +10,7 @@ Simulated cost and yield of admission strategies (not a test; figures, not asser
     generates fewer groups than slime's waves and DAPO; its cost is within 10% of the
     oracle's; confidence mode needs fewer rounds than expected mode.
 
-Run:  python benchmarks/simulate_strategies.py   (writes benchmarks/results/)
+Run:  python -m benchmarks.simulate_strategies   (writes benchmarks/results/)
 """
 
 from __future__ import annotations
@@ -22,21 +22,20 @@ from pathlib import Path
 
 import numpy as np
 
-from group_admission import GroupAdmissionConfig, SamplingBudgetConfig
+from benchmarks import _settings as shared
+from group_admission import SamplingBudgetConfig
 from group_admission.simulation import (
     BinaryTaskModel,
-    CompositeTaskModel,
     ControllerResampling,
     DapoDynamicSampling,
     NoFiltering,
     Oracle,
     PerTaskRetry,
     RagenTopP,
-    ResponseLengthModel,
     RollResampling,
-    SimulationConfig,
     SimulationResult,
     SlimeWaves,
+    Strategy,
     plot_result,
     simulate,
 )
@@ -46,13 +45,6 @@ SEED = 0
 
 # --- (a) the pull request's experiment ---------------------------------------------------
 PR_STEPS = 600  # 100 runs of the PR's 6 rounds
-PR_POLICY = GroupAdmissionConfig(min_reward_std=1e-6, min_reward_range=0.02, min_nontrivial_advantages=2)
-# Chosen on a small grid so that the initial informative rate lands in 0.85-0.90 and most
-# rejections are exact_dead (the PR saw 6-10 exact_dead and 0-2 near_tie per round): 90%
-# of tasks give partial credit on a 0.01 grid, the rest are all-or-nothing.
-PR_TASKS = CompositeTaskModel(
-    alpha=1.0, beta=1.0, shaping_spread=0.02, shaping_resolution=0.01, shaping_task_share=0.9
-)
 PR_TASK_BUDGET = SamplingBudgetConfig(
     max_extra_groups=2, max_resample_rounds=1, max_total_samples=9, max_total_tokens=30_000
 )
@@ -67,28 +59,15 @@ PR_PUBLISHED = {
 
 # --- (b) slime's default ------------------------------------------------------------------
 SLIME_STEPS = 600
-SLIME_POLICY = GroupAdmissionConfig(min_reward_std=1e-6)  # slime's zero-std filter
-SLIME_TASKS = {
-    "uniform Beta(1,1)": BinaryTaskModel(alpha=1.0, beta=1.0),
-    "polarised Beta(0.5,0.5)": BinaryTaskModel(alpha=0.5, beta=0.5),
-}
-STEP_BUDGET = SamplingBudgetConfig(max_extra_groups=32, max_resample_rounds=4)
 
 
-def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
-    config = SimulationConfig(
-        tasks=PR_TASKS,
-        lengths=ResponseLengthModel(mean_tokens=1500, cv=0.5),
-        group_size=3,
-        target_groups=50,
-        steps=PR_STEPS,
-        seed=SEED,
-    )
+def pr_strategies() -> list[Strategy]:
+    """The strategies of the pull request's setting."""
     # The step-level controller gets the same total caps as the 50 per-task budgets.
     step_budget = SamplingBudgetConfig(
         max_extra_groups=100, max_resample_rounds=1, max_total_samples=450, max_total_tokens=1_500_000
     )
-    strategies = [
+    return [
         NoFiltering(name="base (no filtering)"),
         PerTaskRetry(budget=PR_TASK_BUDGET, name="per_task_retry (PR)"),
         ControllerResampling(budget=step_budget, mode="expected", name="controller(expected,1 round)"),
@@ -102,7 +81,12 @@ def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
         RollResampling(),
         Oracle(),
     ]
-    result = simulate(config, policy=PR_POLICY, strategies=strategies)
+
+
+def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
+    """(a) The pull request's setting, with the per-task retry checked against its ranges."""
+    config = shared.pr_config(PR_STEPS, SEED)
+    result = simulate(config, policy=shared.PR_POLICY, strategies=pr_strategies())
     per_task = result.result("per_task_retry (PR)")
     comparison: dict[str, object] = {}
     for metric, (low, high, mean) in PR_PUBLISHED.items():
@@ -138,15 +122,9 @@ def pr_setting() -> tuple[SimulationResult, dict[str, object]]:
 
 
 def slime_setting(tasks: BinaryTaskModel) -> SimulationResult:
-    config = SimulationConfig(
-        tasks=tasks,
-        lengths=ResponseLengthModel(mean_tokens=1024, cv=0.6),
-        group_size=8,
-        target_groups=16,
-        steps=SLIME_STEPS,
-        seed=SEED,
-    )
-    strategies = [
+    """(b) slime's default setting on ``tasks``."""
+    config = shared.slime_config(tasks, SLIME_STEPS, SEED)
+    strategies: list[Strategy] = [
         NoFiltering(),
         SlimeWaves(over_sampling_batch_size=32),
         SlimeWaves(over_sampling_batch_size=32, keep_when_insufficient=True),
@@ -154,13 +132,13 @@ def slime_setting(tasks: BinaryTaskModel) -> SimulationResult:
         DapoDynamicSampling(gen_batch_size=48, max_num_gen_batches=10),
         RollResampling(),
         RagenTopP(),
-        ControllerResampling(budget=STEP_BUDGET, mode="expected"),
-        ControllerResampling(budget=STEP_BUDGET, mode="confidence"),
-        ControllerResampling(budget=STEP_BUDGET, mode="expected", carry_rate=True),
-        ControllerResampling(budget=STEP_BUDGET, mode="confidence", carry_rate=True),
+        ControllerResampling(budget=shared.STEP_BUDGET, mode="expected"),
+        ControllerResampling(budget=shared.STEP_BUDGET, mode="confidence"),
+        ControllerResampling(budget=shared.STEP_BUDGET, mode="expected", carry_rate=True),
+        ControllerResampling(budget=shared.STEP_BUDGET, mode="confidence", carry_rate=True),
         Oracle(),
     ]
-    return simulate(config, policy=SLIME_POLICY, strategies=strategies)
+    return simulate(config, policy=shared.SLIME_POLICY, strategies=strategies)
 
 
 def goals(result: SimulationResult) -> list[dict[str, object]]:
@@ -207,6 +185,7 @@ def goals(result: SimulationResult) -> list[dict[str, object]]:
 
 
 def main() -> int:
+    """Run both settings, print the goals, write the results; non-zero when a goal is missed."""
     started = time.perf_counter()
     RESULTS.mkdir(parents=True, exist_ok=True)
     report: dict[str, object] = {"seed": SEED}
@@ -235,7 +214,7 @@ def main() -> int:
     report["pr_setting"] = {"simulation": pr_result.to_dict(), "comparison": comparison}
 
     report["slime_setting"] = {}
-    for label, tasks in SLIME_TASKS.items():
+    for label, tasks in shared.SLIME_TASKS.items():
         result = slime_setting(tasks)
         checks = goals(result)
         print(f"\n(b) slime default setting: 16 groups of 8, waves of 32, {label} tasks, {SLIME_STEPS} steps")

@@ -23,6 +23,7 @@ def sample_groups(rng: random.Random, rates: list[float], count: int) -> dict[st
 
 
 def main() -> None:
+    """Judge simulated groups and print what admission kept."""
     rng = random.Random(0)
     rates = [rng.betavariate(0.6, 0.6) for _ in range(1000)]  # many tasks all-pass or all-fail
     session = AdmissionSession(

@@ -19,6 +19,6 @@ export TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 . cookbook/grpo_gsm8k/offline/pin.sh
 
 phase "building the demo's problems and tiny policy (once, about a minute; then reused)" \
-  .venv/bin/python cookbook/grpo_gsm8k/offline/prepare_demo.py
+  .venv/bin/python -m cookbook.grpo_gsm8k.offline.prepare_demo
 phase "training with admission, and plain GRPO beside it (cookbook/grpo_gsm8k/offline/config.yaml)" \
-  .venv/bin/python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml "$@"
+  .venv/bin/python -m cookbook.grpo_gsm8k.train --config cookbook/grpo_gsm8k/offline/config.yaml "$@"

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 # Set before anything imports transformers/datasets/torch.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -16,9 +14,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-# Test doubles of framework types live in tests/doubles (`from doubles import verl_types`) or
-# beside the tests of their adapter (`from adapters.slime import slime_types`).
-sys.path.insert(0, str(Path(__file__).parent))
 
 from hypothesis import HealthCheck, settings
 

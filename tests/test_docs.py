@@ -60,7 +60,10 @@ SENTINEL = "----- docs-test: end of block -----"
 NOT_MIRRORED = {".git", "runs", "outputs", ".cache", ".pytest_cache", ".hypothesis"}
 TIMEOUT = 280  # seconds per block, under pytest-timeout's 300
 #: Commands that install, clone, train or run a lane: never run here, they must be declared skipped.
-HEAVY = re.compile(r"\.ci/|run_demo\.sh|\brun\.sh|pip install|git clone|train\.py|ablation\.py")
+HEAVY = re.compile(
+    r"\.ci/|run_demo\.sh|\brun\.sh|pip install|git clone|train\.py|ablation\.py"
+    r"|cookbook\.\w+\.(?:train|ablation)\b|cookbook\.learning_bench"
+)
 
 
 @dataclass(frozen=True)

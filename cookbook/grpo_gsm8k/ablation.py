@@ -1,4 +1,4 @@
-"""
+r"""
 The evidence ablation: does the policy learn more per generated sample with admission?
 
 Trains the same model on the same data with the same seeds under each arm, every run for the
@@ -19,8 +19,8 @@ steps), and evaluates held-out greedy accuracy every ``--eval-every`` samples:
 Every arm draws from the same pool (``--pool``: the first 64 training problems offline),
 revisited epoch after epoch, so the history has earlier visits to learn from.
 
-    python cookbook/grpo_gsm8k/ablation.py        # the embedded tiny setup: 5 arms x 5 seeds
-    python cookbook/grpo_gsm8k/ablation.py --model Qwen/Qwen2.5-0.5B-Instruct \\
+    python -m cookbook.grpo_gsm8k.ablation        # the embedded tiny setup: 5 arms x 5 seeds
+    python -m cookbook.grpo_gsm8k.ablation --model Qwen/Qwen2.5-0.5B-Instruct \
         --dataset openai/gsm8k --device cuda --dtype bfloat16 --samples 25600 --eval-every 2560
 
 Without ``--config`` or ``--model`` it runs the offline demo's config on its assets (built
@@ -31,28 +31,22 @@ and ``ablation.png`` under ``--out``, and every run's ``steps.jsonl`` under ``--
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import contextlib
 import io
 import json
 import math
-import multiprocessing
-import resource
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from cookbook.grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
+from cookbook.pool import cpu_seconds, run_pool
 from group_admission import SamplingBudgetConfig
-from grpo_gsm8k.ablation_report import format_table, summarise_arms, write_plot
-from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig, merge_admission, parse_config
 
 __all__ = ["ARMS", "Arm", "arm_config", "main", "run_ablation"]
 
@@ -60,6 +54,11 @@ OFFLINE_CONFIG = Path(__file__).resolve().parent / "offline" / "config.yaml"
 OFFLINE_POOL = 64  # small enough that a run revisits every problem a few times
 WARM_START_ROWS = 2000  # the demo policy was fine-tuned on every training row
 HELD_OUT_SEED = 2_000_003  # neither the training split's seed (0) nor the demo test split's
+#: A finished run's progress line (a template of its record).
+PROGRESS = (
+    "{arm:<14} seed {seed}: held-out {accuracy_before:.3f} -> {accuracy_after:.3f} after {samples} samples "
+    "({steps} steps) in {wall_s:.0f}s wall, {cpu_s:.0f}s CPU"
+)
 
 
 @attrs.frozen
@@ -120,7 +119,7 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     """Train one arm with one seed; return what the report needs (runs in a worker)."""
     import torch
 
-    from grpo_gsm8k.train import train
+    from cookbook.grpo_gsm8k.train import train
 
     torch.set_num_threads(1)  # one thread per run: the runs themselves are the parallelism
     arm, config = job
@@ -159,45 +158,6 @@ def run_one(job: tuple[str, TrainConfig]) -> dict[str, Any]:
     }
 
 
-def _init_worker() -> None:
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _run_all(jobs: list[tuple[str, TrainConfig]], workers: int) -> list[dict[str, Any]]:
-    """Every run, in worker processes (``workers > 1``) or here; printed as each finishes."""
-    runs: list[dict[str, Any]] = []
-
-    def done(run: dict[str, Any]) -> None:
-        runs.append(run)
-        print(
-            f"[{len(runs)}/{len(jobs)}] {run['arm']:<14} seed {run['seed']}: held-out "
-            f"{run['accuracy_before']:.3f} -> {run['accuracy_after']:.3f} after {run['samples']} samples "
-            f"({run['steps']} steps) in {run['wall_s']:.0f}s wall, {run['cpu_s']:.0f}s CPU",
-            flush=True,
-        )
-
-    if workers <= 1:
-        for job in jobs:
-            done(run_one(job))
-        return runs
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker)
-    try:
-        for run in pool.imap_unordered(run_one, jobs):
-            done(run)
-    finally:
-        pool.close()
-        pool.join()
-    return runs
-
-
-def _cpu_seconds() -> float:
-    """User + system CPU time of this process and its finished workers."""
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
-
-
 def run_ablation(
     base: TrainConfig,
     arms: Sequence[Arm],
@@ -221,8 +181,11 @@ def run_ablation(
     output.mkdir(parents=True, exist_ok=True)
     # Seed-major order: a run cut short still has every arm for the first seeds.
     jobs = [(arm.name, arm_config(base, arm, seed, output)) for seed in seeds for arm in arms]
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    runs = sorted(_run_all(jobs, workers), key=lambda r: ([a.name for a in arms].index(r["arm"]), r["seed"]))
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    runs = sorted(
+        run_pool(run_one, jobs, workers, PROGRESS),
+        key=lambda r: ([a.name for a in arms].index(r["arm"]), r["seed"]),
+    )
     report = {
         "setup": {
             "config": base.to_dict(),
@@ -235,7 +198,7 @@ def run_ablation(
         },
         "runs": runs,
         "arms": summarise_arms(runs, [arm.name for arm in arms], base.eval_every_samples),
-        "timing": {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu_seconds() - cpu},
+        "timing": {"wall_s": time.perf_counter() - wall, "cpu_s": cpu_seconds() - cpu},
     }
     (output / "ablation.json").write_text(json.dumps(report, indent=1))
     (output / "ablation.md").write_text(format_table(report) + "\n")
@@ -258,8 +221,8 @@ def write_held_out(path: Path, excluded: Sequence[str], count: int, *, seed: int
     Raises:
         ValueError: fewer than ``count`` unseen questions exist.
     """
-    from grpo_gsm8k.offline.prepare_demo import DATA_RECIPE
-    from grpo_gsm8k.offline.problems import generate_problems
+    from cookbook.grpo_gsm8k.offline.prepare_demo import DATA_RECIPE
+    from cookbook.grpo_gsm8k.offline.problems import generate_problems
 
     recipe = {k: v for k, v in DATA_RECIPE.items() if k in ("max_value", "terse")}
     seen, rows = set(excluded), []
@@ -315,8 +278,8 @@ def _base_config(args: argparse.Namespace, rest: list[str]) -> tuple[TrainConfig
     )
     if not offline or config.eval_dataset:
         return config, {"source": config.eval_dataset or f"{config.dataset} ({config.eval_split})"}
-    from grpo_gsm8k.data import load_problems
-    from grpo_gsm8k.offline.prepare_demo import DEFAULT_CACHE, prepare_demo
+    from cookbook.grpo_gsm8k.data import load_problems
+    from cookbook.grpo_gsm8k.offline.prepare_demo import DEFAULT_CACHE, prepare_demo
 
     prepare_demo(DEFAULT_CACHE)  # the offline config's model and data, built once
     # Every question the policy was trained on: the warm-start's rows and the pool (its prefix).

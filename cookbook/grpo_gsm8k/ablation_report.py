@@ -1,6 +1,8 @@
 """
-What the ablation shows: per-arm means and spreads over seeds, paired differences from plain
-GRPO, the markdown table, and the plot of held-out accuracy against generated samples.
+What the ablation shows: its summary, table and plot.
+
+Per-arm means and spreads over seeds, paired differences from plain GRPO, the markdown
+table, and the plot of held-out accuracy against generated samples.
 """
 
 from __future__ import annotations
@@ -12,47 +14,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_table", "summarise_arms", "t_quantile", "write_plot"]
+from cookbook.stats import paired, spread
+
+__all__ = ["format_table", "summarise_arms", "write_plot"]
 
 BASELINE = "grpo"
-_MEANS = ("samples", "tokens", "steps", "updates", "groups_trained", "surplus", "prompts_skipped")
-_MEANS += ("wall_s", "cpu_s")
-# Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in the cookbook).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def t_quantile(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
-    if df < 1:
-        return math.nan
-    if df in _T95:
-        return _T95[df]
-    z = 1.959964  # Cornish-Fisher to third order: within 0.001 of the exact value from 10 on
-    return (
-        z
-        + (z**3 + z) / (4 * df)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
-    )
-
-
-def _spread(values: Sequence[float]) -> dict[str, float]:
-    """Mean, sample std (ddof 1; 0 for one value), min and max."""
-    array = np.asarray(values, dtype=float)
-    std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
-    return {"mean": float(array.mean()), "std": std, "min": float(array.min()), "max": float(array.max())}
+#: The run fields an arm reports the mean of.
+_MEANS = (
+    "samples",
+    "tokens",
+    "steps",
+    "updates",
+    "groups_trained",
+    "surplus",
+    "prompts_skipped",
+    "wall_s",
+    "cpu_s",
+)
 
 
 def _paired(values: Sequence[float]) -> dict[str, float | None]:
-    """Mean of paired differences with its 95% t interval (``None`` from one pair)."""
-    stats: dict[str, float | None] = dict(_spread(values))
-    if len(values) < 2:
-        return stats | {"ci95_low": None, "ci95_high": None}
-    mean, half = (
-        float(stats["mean"]),
-        t_quantile(len(values) - 1) * float(stats["std"]) / math.sqrt(len(values)),
-    )
-    return stats | {"ci95_low": mean - half, "ci95_high": mean + half}
+    """The spread of paired differences with the 95% t interval of their mean (``None`` from one pair)."""
+    return dict(spread(values)) | paired(values)
 
 
 def _share(run: Mapping[str, Any], key: str) -> float:
@@ -70,7 +53,7 @@ def _curve(runs: Sequence[Mapping[str, Any]], every: int) -> list[dict[str, floa
             "checkpoint": k * every,
             "samples": float(np.mean([p["samples"] for p in found])),
             "runs": len(found),
-            **{f"accuracy_{key}": value for key, value in _spread([p["accuracy"] for p in found]).items()},
+            **{f"accuracy_{key}": value for key, value in spread([p["accuracy"] for p in found]).items()},
         }
         for k, found in sorted(points.items())
     ]
@@ -92,15 +75,15 @@ def summarise_arms(
                 "arm": arm,
                 "runs": len(mine),
                 "accuracy_before": mine[0]["accuracy_before"],
-                "accuracy_after": _spread([r["accuracy_after"] for r in mine]),
+                "accuracy_after": spread([r["accuracy_after"] for r in mine]),
                 "gain_over_grpo": _paired(paired) if paired and arm != BASELINE else None,
-                "accuracy_curve_mean": _spread([r["accuracy_curve_mean"] for r in mine]),
-                "reward_late": _spread([r["reward_late"] for r in mine]),
-                "train_accuracy_late": _spread([r["train_accuracy_late"] for r in mine]),
-                "dead_share": _spread([_share(r, "trained_dead") for r in mine]),
-                "phantom_share": _spread([_share(r, "trained_phantom") for r in mine]),
-                "phantom_wrong_share": _spread([_share(r, "trained_phantom_wrong") for r in mine]),
-                "completion_tokens_late": _spread([r["completion_tokens_late"] for r in mine]),
+                "accuracy_curve_mean": spread([r["accuracy_curve_mean"] for r in mine]),
+                "reward_late": spread([r["reward_late"] for r in mine]),
+                "train_accuracy_late": spread([r["train_accuracy_late"] for r in mine]),
+                "dead_share": spread([_share(r, "trained_dead") for r in mine]),
+                "phantom_share": spread([_share(r, "trained_phantom") for r in mine]),
+                "phantom_wrong_share": spread([_share(r, "trained_phantom_wrong") for r in mine]),
+                "completion_tokens_late": spread([r["completion_tokens_late"] for r in mine]),
                 "informative_trained": float(
                     np.mean([r["groups_trained"] - r["trained_dead"] - r["trained_phantom"] for r in mine])
                 ),
@@ -171,6 +154,8 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cookbook.grpo_gsm8k.report import save_samples_figure
+
     labels = {arm["name"]: arm["label"] for arm in report["setup"]["arms"]}
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for arm in report["arms"]:
@@ -192,15 +177,7 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
         fontsize=10,
     )
     right.set_title("training reward of fresh samples (accuracy + brevity), binned", fontsize=10)
-    for axis in (left, right):
-        axis.set_xlabel("generated samples")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return save_samples_figure(figure, (left, right), path)
 
 
 def _binned_reward(

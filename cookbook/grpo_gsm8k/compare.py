@@ -17,18 +17,18 @@ import json
 import multiprocessing
 import queue
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from grpo_gsm8k.config import PLAIN_GRPO, TrainConfig
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig
 
 if TYPE_CHECKING:
     from multiprocessing import Queue
 
-    from grpo_gsm8k.train import RunResult
+    from cookbook.grpo_gsm8k.train import RunResult
 
 __all__ = ["Baseline", "baseline_config", "comparison", "format_comparison", "write_comparison_plot"]
 
@@ -51,7 +51,7 @@ def _train_quietly(config: TrainConfig, results: Queue[Any]) -> None:
     """The baseline's process: one thread, no step lines; the result (or the error) goes in ``results``."""
     import torch
 
-    from grpo_gsm8k.train import train
+    from cookbook.grpo_gsm8k.train import train
 
     torch.set_num_threads(1)  # the two runs are the parallelism
     try:
@@ -125,7 +125,8 @@ def comparison(plain: RunResult, admission: RunResult) -> dict[str, Any]:
     return {"plain": _side(plain), "admission": _side(admission)}
 
 
-_ROWS = (
+#: The comparison's rows: a name, and its cell from one run's side.
+_ROWS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
     ("held-out greedy accuracy", lambda s: " -> ".join(f"{v:.3f}" for v in s["held_out"] if v is not None)),
     ("samples generated", lambda s: f"{s['samples']:,}"),
     ("steps (optimizer updates)", lambda s: f"{s['steps']} ({s['updates']})"),
@@ -156,6 +157,8 @@ def write_comparison_plot(compared: Mapping[str, Mapping[str, Any]], path: str |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cookbook.grpo_gsm8k.report import save_samples_figure
+
     figure, (accuracy, length) = plt.subplots(1, 2, figsize=(11, 4))
     for name, side in (("plain GRPO", compared["plain"]), (label, compared["admission"])):
         curve: Sequence[Mapping[str, float]] = side["eval_curve"]
@@ -163,15 +166,7 @@ def write_comparison_plot(compared: Mapping[str, Mapping[str, Any]], path: str |
         length.plot(side["samples_curve"], side["completion_tokens"], label=name)
     accuracy.set(title="held-out greedy accuracy", ylabel="share correct", ylim=(0, 1))
     length.set(title="completion length (round 1)", ylabel="tokens per completion")
-    for axis in (accuracy, length):
-        axis.set_xlabel("generated samples")
-        axis.legend(fontsize=8)
-        axis.grid(alpha=0.3)
-    figure.tight_layout()
-    target = Path(path)
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
-    return target
+    return save_samples_figure(figure, (accuracy, length), path)
 
 
 def finish_comparison(plain: RunResult, admission: RunResult, config: TrainConfig) -> str:

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 import attrs
 
+from cookbook.grpo_gsm8k.grpo import ADVANTAGE_SCALES, LOSS_AGGREGATIONS
 from group_admission import (
     DropLimits,
     GroupAdmissionConfig,
@@ -29,7 +30,6 @@ from group_admission import (
     SessionConfig,
     parse_yaml,
 )
-from grpo_gsm8k.grpo import ADVANTAGE_SCALES, LOSS_AGGREGATIONS
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "PLAIN_GRPO", "ConfigError", "TrainConfig", "parse_config"]
 
@@ -221,7 +221,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _default_text(field: attrs.Attribute[Any]) -> str:
-    default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[arg-type]
+    default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[arg-type,union-attr]
     text = "null" if default is None else str(default)
     return (text if len(text) < 60 else text[:57] + "...").replace("%", "%%")
 
@@ -253,6 +253,12 @@ def _build_parser() -> argparse.ArgumentParser:
             parser.add_argument(
                 flag, dest=field.name, default=argparse.SUPPRESS, metavar="VALUE", help=help_text
             )
+    _add_admission_flags(parser)
+    return parser
+
+
+def _add_admission_flags(parser: argparse.ArgumentParser) -> None:
+    """The ``admission`` block's flags: the preset, the loss scale, each section and its fields."""
     group = parser.add_argument_group(
         "admission (a group_admission SessionConfig block)",
         f"default: {dict(DEFAULT_ADMISSION)}; --admission.preset null starts from every gate off",
@@ -290,7 +296,6 @@ def _build_parser() -> argparse.ArgumentParser:
                 metavar="VALUE",
                 help=f"{cls.__name__}.{field.name}",
             )
-    return parser
 
 
 def _from_flag(name: str, text: Any) -> Any:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_gsm8k.rewards import gold_answer
+from cookbook.grpo_gsm8k.rewards import gold_answer
 
 __all__ = [
     "Problem",
@@ -99,10 +99,10 @@ def load_problems(
 
 
 def build_prompt(tokenizer: Any, question: str, system_prompt: str | None = None) -> str:
-    """
+    r"""
     The chat-formatted prompt text, ending where the assistant's answer starts.
 
-    Falls back to ``"Question: ...\\nAnswer:"`` for a tokenizer without a chat template.
+    Falls back to ``"Question: ...\nAnswer:"`` for a tokenizer without a chat template.
     """
     messages = [{"role": "user", "content": question}]
     if system_prompt:

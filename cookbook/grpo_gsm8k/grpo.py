@@ -1,6 +1,8 @@
 """
-The GRPO maths: group-normalised advantages, completion masks, token log-probabilities and
-the clipped policy-gradient loss. Pure torch; no sampling, no admission.
+The GRPO maths, in pure torch: no sampling, no admission.
+
+Group-normalised advantages, completion masks, token log-probabilities and the clipped
+policy-gradient loss.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Collated:
         self.completion_width = completion_width
 
     def to(self, device: str | torch.device) -> Collated:
+        """The batch on ``device``."""
         return Collated(
             self.input_ids.to(device),
             self.attention_mask.to(device),

@@ -1,6 +1,8 @@
 """
-Instrumentation of the recipe, as observers: a stopwatch per phase, and a log of every round
-with the checksum of the weights it sampled from.
+Instrumentation of the recipe, as observers.
+
+A stopwatch per phase, and a log of every round with the checksum of the weights it sampled
+from.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.grpo import parameter_checksum
+from cookbook.grpo_gsm8k.recipe import StepObserver
+from cookbook.grpo_gsm8k.rollout import Group
 from group_admission import BatchAdmissionVerdict, RejectionReason, ResamplePlan
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.grpo import parameter_checksum
-from grpo_gsm8k.recipe import StepObserver
-from grpo_gsm8k.rollout import Group
 
 __all__ = ["RoundLog", "RoundRecord", "Stopwatch"]
 
@@ -36,17 +38,21 @@ class Stopwatch(StepObserver):
         self._tick = now
 
     def round_started(self, problems: Sequence[Problem]) -> None:
+        """Start timing the round."""
         self._lap(None)
 
     def round_generated(self, groups: Sequence[Group]) -> None:
+        """Charge the time since the last hook to generation."""
         self._lap("generation")
 
     def round_scored(self, groups: Sequence[Group]) -> None:
+        """Charge the time since the last hook to the reward."""
         self._lap("reward")
 
     def round_judged(
         self, groups: Sequence[Group], verdicts: BatchAdmissionVerdict, plan: ResamplePlan
     ) -> None:
+        """Charge the time since the last hook to admission."""
         self._lap("admission")
 
 
@@ -81,11 +87,13 @@ class RoundLog(StepObserver):
         self.phantom = 0
 
     def round_started(self, problems: Sequence[Problem]) -> None:
+        """Checksum the weights the round samples from."""
         self._checksum = parameter_checksum(self._model)
 
     def round_judged(
         self, groups: Sequence[Group], verdicts: BatchAdmissionVerdict, plan: ResamplePlan
     ) -> None:
+        """Log the round: its groups, verdicts, plan and weights' checksum."""
         reasons = verdicts.result.primary_reasons
         self.phantom += sum(
             reason == RejectionReason.EXACT_DEAD and float(np.std(group.total_reward)) > 0

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.rollout import Group, ProblemStream
 from group_admission import AdmissionSession, BatchAdmissionVerdict, ResamplePlan, StepReport
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.rollout import Group, ProblemStream
 
 __all__ = [
     "Observers",
@@ -58,24 +58,29 @@ class Observers(StepObserver):
         self._observers = list(observers)
 
     def round_started(self, problems: Sequence[Problem]) -> None:
+        """Pass on to every observer."""
         for observer in self._observers:
             observer.round_started(problems)
 
     def round_generated(self, groups: Sequence[Group]) -> None:
+        """Pass on to every observer."""
         for observer in self._observers:
             observer.round_generated(groups)
 
     def round_scored(self, groups: Sequence[Group]) -> None:
+        """Pass on to every observer."""
         for observer in self._observers:
             observer.round_scored(groups)
 
     def round_judged(
         self, groups: Sequence[Group], verdicts: BatchAdmissionVerdict, plan: ResamplePlan
     ) -> None:
+        """Pass on to every observer."""
         for observer in self._observers:
             observer.round_judged(groups, verdicts, plan)
 
     def step_ended(self, report: StepReport, trained: Sequence[Group]) -> None:
+        """Pass on to every observer."""
         for observer in self._observers:
             observer.step_ended(report, trained)
 

@@ -1,6 +1,4 @@
-"""
-What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus endpoint.
-"""
+"""What a run shows: the per-step line, the JSONL log, the PNG plot, the Prometheus endpoint."""
 
 from __future__ import annotations
 
@@ -10,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cookbook.grpo_gsm8k.recipe import StepObserver
 from group_admission import RejectionReason
-from grpo_gsm8k.recipe import StepObserver
 
 if TYPE_CHECKING:
-    from grpo_gsm8k.config import TrainConfig
+    from cookbook.grpo_gsm8k.config import TrainConfig
 
 __all__ = [
     "JsonlLog",
@@ -25,6 +23,8 @@ __all__ = [
     "format_summary",
     "on_a_terminal",
     "plain_output",
+    "save_figure",
+    "save_samples_figure",
     "start_prometheus",
     "summarise",
     "write_plot",
@@ -93,9 +93,11 @@ def format_step(record: Mapping[str, Any]) -> str:
 
 class StepLines:
     """
-    The step lines of a run, after the legend: under a progress bar on a terminal, else as
-    plain lines, flushed one by one, with every library's progress bar off (a log file then
-    has no carriage returns and can be followed as it grows).
+    The step lines of a run, after the legend.
+
+    Under a progress bar on a terminal, else as plain lines, flushed one by one, with every
+    library's progress bar off (a log file then has no carriage returns and can be followed
+    as it grows).
     """
 
     def __init__(self, config: TrainConfig) -> None:
@@ -126,6 +128,7 @@ class StepLines:
         self._bar.update(1)
 
     def close(self) -> None:
+        """Close the progress bar."""
         self._bar.close()
 
 
@@ -138,10 +141,12 @@ class JsonlLog:
         self._handle: TextIO = self.path.open("w", encoding="utf-8")
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` as one JSON line, flushed."""
         self._handle.write(json.dumps(record, sort_keys=True) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._handle.close()
 
 
@@ -232,9 +237,23 @@ def write_plot(
     steps: Sequence[Mapping[str, Any]], path: str | Path, eval_curve: Sequence[Mapping[str, float]] = ()
 ) -> Path:
     """Write :func:`curves_figure` as a PNG to ``path``."""
+    return save_figure(curves_figure(steps, eval_curve), path)
+
+
+def save_samples_figure(figure: Any, axes: Sequence[Any], path: str | Path) -> Path:
+    """Label each axis's x as generated samples, with a legend and a grid; lay out and save."""
+    for axis in axes:
+        axis.set_xlabel("generated samples")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def save_figure(figure: Any, path: str | Path) -> Path:
+    """Write ``figure`` as a PNG (100 dpi) to ``path`` and close it; the path."""
     import matplotlib.pyplot as plt
 
-    figure = curves_figure(steps, eval_curve)
     target = Path(path)
     figure.savefig(target, dpi=100)
     plt.close(figure)
@@ -243,9 +262,11 @@ def write_plot(
 
 def curves_figure(steps: Sequence[Mapping[str, Any]], eval_curve: Sequence[Mapping[str, float]] = ()) -> Any:
     """
-    A 2x3 figure over the steps: reward; accuracy (sampled, and the held-out checkpoints of
-    ``eval_curve``, the figures the summary reports); informative rate before/after; cost;
-    rejections by reason; seconds per phase. Every axis is labelled.
+    A 2x3 figure over the steps, every axis labelled.
+
+    Reward; accuracy (sampled, and the held-out checkpoints of ``eval_curve``, the figures
+    the summary reports); informative rate before/after; cost; rejections by reason; seconds
+    per phase.
     """
     import matplotlib
 

@@ -1,10 +1,10 @@
-"""
+r"""
 GSM8K rewards: final-answer extraction, numeric comparison, and a composite reward.
 
-Extraction rule: the final answer is the **last** ``#### N`` or ``\\boxed{N}`` in the
+Extraction rule: the final answer is the **last** ``#### N`` or ``\boxed{N}`` in the
 completion, whichever comes later in the text (a model that corrects itself ends with its
 correction). Numbers compare numerically: commas are dropped, ``72.0 == 72``,
-``\\boxed{\\frac{3}{4}} == 0.75``. A completion with no such marker has no answer: it scores
+``\boxed{\frac{3}{4}} == 0.75``. A completion with no such marker has no answer: it scores
 0 on accuracy and 0 on brevity, unless ``lenient`` extraction is asked for, which falls back
 to the last number in the text (for small models that do not follow the answer format).
 """
@@ -33,7 +33,7 @@ _LATEX_NOISE = re.compile(r"\\text\{[^{}]*\}|\\[,;!]|\\?\$|\\%|%|\s")
 
 
 def _boxed_contents(text: str) -> list[tuple[int, str]]:
-    """Every ``\\boxed{...}`` with its start offset; braces may nest."""
+    r"""Every ``\boxed{...}`` with its start offset; braces may nest."""
     found = []
     for match in _BOXED.finditer(text):
         depth, start = 1, match.end()
@@ -49,8 +49,8 @@ def _boxed_contents(text: str) -> list[tuple[int, str]]:
 
 
 def parse_number(text: str) -> float | None:
-    """
-    Read a number: ``"1,000"`` -> 1000.0, ``"72.0"`` -> 72.0, ``"\\frac{3}{4}"`` -> 0.75.
+    r"""
+    Read a number: ``"1,000"`` -> 1000.0, ``"72.0"`` -> 72.0, ``"\frac{3}{4}"`` -> 0.75.
 
     Returns:
         The value, or ``None`` when ``text`` holds no number.
@@ -75,8 +75,8 @@ def parse_number(text: str) -> float | None:
 
 
 def extract_answer(completion: str, *, lenient: bool = False) -> float | None:
-    """
-    The final numeric answer of a completion: the last ``#### N`` or ``\\boxed{N}``.
+    r"""
+    The final numeric answer of a completion: the last ``#### N`` or ``\boxed{N}``.
 
     With ``lenient``, a completion without either marker answers with its last number.
 

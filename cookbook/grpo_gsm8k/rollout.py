@@ -1,6 +1,8 @@
 """
-Sampling: a stream of prompts, G completions per prompt from ``model.generate``, and the
-composite reward of every completion. What to do with the groups is the recipe's job
+Sampling: prompts, G completions per prompt, and their rewards.
+
+A stream of prompts, G completions per prompt from ``model.generate``, and the composite
+reward of every completion. What to do with the groups is the recipe's job
 (``grpo_gsm8k.recipe``).
 """
 
@@ -13,9 +15,9 @@ from typing import Any
 
 import torch
 
-from grpo_gsm8k.data import Problem, autocast, build_prompt
-from grpo_gsm8k.grpo import completion_mask
-from grpo_gsm8k.rewards import score_group
+from cookbook.grpo_gsm8k.data import Problem, autocast, build_prompt
+from cookbook.grpo_gsm8k.grpo import completion_mask
+from cookbook.grpo_gsm8k.rewards import score_group
 
 __all__ = ["Group", "ProblemStream", "generate_groups", "score_groups"]
 
@@ -60,6 +62,7 @@ class ProblemStream:
             yield from (self._problems[i] for i in order)
 
     def take(self, count: int) -> list[Problem]:
+        """The next ``count`` problems."""
         return [next(self._iterator) for _ in range(count)]
 
 

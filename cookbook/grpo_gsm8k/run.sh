@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 
-python cookbook/grpo_gsm8k/train.py \
+python -m cookbook.grpo_gsm8k.train \
   --model Qwen/Qwen2.5-0.5B-Instruct --dataset openai/gsm8k --subset main \
   --device cuda --dtype bfloat16 --seed 0 \
   --steps 200 --batch-size 16 --num-generations 8 --max-new-tokens 512 \

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.recipe import StepObserver
+from cookbook.grpo_gsm8k.rollout import Group, ProblemStream
 from group_admission import BatchAdmissionVerdict, PromptHistory, ResamplePlan, StepReport
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.recipe import StepObserver
-from grpo_gsm8k.rollout import Group, ProblemStream
 
 __all__ = ["SkippingStream"]
 
@@ -36,6 +36,7 @@ class SkippingStream(ProblemStream, StepObserver):
         self._pool = len(problems)
 
     def take(self, count: int) -> list[Problem]:
+        """The next ``count`` problems the history does not skip."""
         picked: list[Problem] = []
         scanned = 0
         while len(picked) < count:
@@ -52,7 +53,9 @@ class SkippingStream(ProblemStream, StepObserver):
     def round_judged(
         self, groups: Sequence[Group], verdicts: BatchAdmissionVerdict, plan: ResamplePlan
     ) -> None:
+        """Let the history observe the judged groups."""
         self.history.observe_batch([g.problem.question for g in groups], verdicts.result, step=self.step)
 
     def step_ended(self, report: StepReport, trained: Sequence[Group]) -> None:
+        """Count the step."""
         self.step += 1  # a step's observations count from the next step on

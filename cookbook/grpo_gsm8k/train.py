@@ -7,33 +7,28 @@ Each step samples G completions for a batch of prompts, scores them with a compo
 target of informative groups is met or the budget stops it. The step then takes clipped
 policy-gradient updates on exactly the target groups (the surplus is discarded).
 
-    python cookbook/grpo_gsm8k/train.py --config cookbook/grpo_gsm8k/offline/config.yaml
-    python cookbook/grpo_gsm8k/train.py --model Qwen/Qwen2.5-0.5B-Instruct --device cuda
+    python -m cookbook.grpo_gsm8k.train --config cookbook/grpo_gsm8k/offline/config.yaml
+    python -m cookbook.grpo_gsm8k.train --model Qwen/Qwen2.5-0.5B-Instruct --device cuda
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import json
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from group_admission import AdmissionSession, RejectionReason
-from grpo_gsm8k.compare import Baseline, finish_comparison
-from grpo_gsm8k.config import ConfigError, TrainConfig, parse_config
-from grpo_gsm8k.data import (
+from cookbook.grpo_gsm8k.compare import Baseline, finish_comparison
+from cookbook.grpo_gsm8k.config import ConfigError, TrainConfig, parse_config
+from cookbook.grpo_gsm8k.data import (
     Problem,
     autocast,
     build_prompt,
@@ -42,14 +37,29 @@ from grpo_gsm8k.data import (
     load_problems,
     resolve_device,
 )
-from grpo_gsm8k.grpo import parameter_checksum
-from grpo_gsm8k.observers import RoundLog, Stopwatch
-from grpo_gsm8k.recipe import Resample, StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
-from grpo_gsm8k.report import JsonlLog, StepLines, format_summary, start_prometheus, summarise, write_plot
-from grpo_gsm8k.rewards import answers_match, extract_answer
-from grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
-from grpo_gsm8k.skipping import SkippingStream
-from grpo_gsm8k.update import chunks, update_policy
+from cookbook.grpo_gsm8k.grpo import parameter_checksum
+from cookbook.grpo_gsm8k.observers import RoundLog, Stopwatch
+from cookbook.grpo_gsm8k.recipe import (
+    Resample,
+    StepObserver,
+    StepSample,
+    collect_step,
+    fresh_problems,
+    retry_rejected,
+)
+from cookbook.grpo_gsm8k.report import (
+    JsonlLog,
+    StepLines,
+    format_summary,
+    start_prometheus,
+    summarise,
+    write_plot,
+)
+from cookbook.grpo_gsm8k.rewards import answers_match, extract_answer
+from cookbook.grpo_gsm8k.rollout import Group, ProblemStream, generate_groups, score_groups
+from cookbook.grpo_gsm8k.skipping import SkippingStream
+from cookbook.grpo_gsm8k.update import chunks, update_policy
+from group_admission import AdmissionSession, RejectionReason
 
 __all__ = ["RunResult", "main", "train", "update_policy"]
 
@@ -104,9 +114,11 @@ def _spread(values: Sequence[float | None]) -> bool:
 
 def trained_kinds(groups: Sequence[Group]) -> dict[str, int]:
     """
-    How many trained groups carried no signal: ``dead`` (no spread in the total reward, so
-    every advantage is 0) and ``phantom`` (no spread in accuracy: the advantages come from
-    brevity alone), with ``phantom_wrong`` the phantom groups whose members are all wrong.
+    How many trained groups carried no signal.
+
+    ``dead``: no spread in the total reward, so every advantage is 0; ``phantom``: no spread
+    in accuracy, the advantages come from brevity alone; ``phantom_wrong``: the phantom
+    groups whose members are all wrong.
     """
     phantom = [g for g in groups if not _spread(g.rewards["accuracy"]) and _spread(g.total_reward)]
     return {

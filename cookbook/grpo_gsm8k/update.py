@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo_gsm8k.config import TrainConfig
-from grpo_gsm8k.data import autocast
-from grpo_gsm8k.grpo import clipped_pg_loss, collate, group_advantages, token_logprobs
-from grpo_gsm8k.rollout import Group
+from cookbook.grpo_gsm8k.config import TrainConfig
+from cookbook.grpo_gsm8k.data import autocast
+from cookbook.grpo_gsm8k.grpo import clipped_pg_loss, collate, group_advantages, token_logprobs
+from cookbook.grpo_gsm8k.rollout import Group
 
 __all__ = ["chunks", "update_policy"]
 
 
 def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    """``items`` in consecutive slices of ``size``."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
@@ -87,7 +88,7 @@ def _backward(
             aggregation=config.loss_aggregation,  # type: ignore[arg-type]
             normaliser=normaliser,
         )
-        (loss * loss_scale).backward()
+        (loss * loss_scale).backward()  # type: ignore[no-untyped-call]
         loss_total += float(loss.detach())
         clip_fractions.append(stats["clip_fraction"])
     return loss_total, clip_fractions

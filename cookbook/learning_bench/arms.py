@@ -16,9 +16,8 @@ from typing import Any, Literal
 
 import attrs
 
+from cookbook.learning_bench.model import ModelSize
 from group_admission import SessionConfig
-
-from .model import ModelSize
 
 __all__ = [
     "ARMS",

@@ -6,9 +6,9 @@ each until the same number of generated tokens, on two tasks of one family (``ne
 the shaping term costs nothing; ``conflict``: it pays for skipping a step that helps), and
 report held-out greedy accuracy against generated tokens.
 
-    python cookbook/learning_bench/learning_bench.py                # 8 arms x 2 tasks x 5 seeds, CPU
-    python cookbook/learning_bench/learning_bench.py --quick        # one seed, a few steps, every arm
-    python cookbook/learning_bench/learning_bench.py --device cuda  # a larger model, 3 arms x 3 seeds
+    python -m cookbook.learning_bench                # 8 arms x 2 tasks x 5 seeds, CPU
+    python -m cookbook.learning_bench --quick        # one seed, a few steps, every arm
+    python -m cookbook.learning_bench --device cuda  # a larger model, 3 arms x 3 seeds
 
 It writes ``learning_bench.json``, ``learning_bench.md`` (the tables) and
 ``learning_bench.png`` (the curves) under ``--out``.
@@ -16,42 +16,43 @@ It writes ``learning_bench.json``, ``learning_bench.md`` (the tables) and
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the learning_bench package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import json
-import multiprocessing
 import os
-import resource
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
-from learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
-from learning_bench.task import TASKS, Split, Task, make_split
+from cookbook.learning_bench.arms import ARM_NAMES, KNOWN_ARMS, Profile, profile_for
+from cookbook.learning_bench.report import format_tables, runs_from_summary, summarise_task, write_plot
+from cookbook.learning_bench.task import TASKS, Split, Task, make_split
+from cookbook.pool import cpu_seconds, run_pool
 
 __all__ = ["main", "run_bench", "warm_table"]
 
 WARM_SEED = 0  # one warm start per task, shared by every arm and seed
+#: A finished run's progress line (a template of its record).
+PROGRESS = (
+    "{task:<8} {arm:<22} seed {seed}: {start_accuracy:.3f} -> {final_accuracy:.3f} at {generated_tokens} "
+    "tokens ({counts[steps]} steps) {wall_s:.0f}s wall {cpu_s:.0f}s CPU"
+)
 
 
 def warm_table(
     policy: Any, task: Task, problems: np.ndarray, members: int = 8, seed: int = 99
 ) -> dict[str, Any]:
     """
-    The warm start at temperature 1, ``members`` samples per problem: accuracy and rewards by
-    format, and how its groups split into mixed, all-wrong and all-right.
+    The warm start at temperature 1, ``members`` samples per problem.
+
+    Its accuracy and rewards by format, and how its groups split into mixed, all-wrong and
+    all-right.
     """
-    from learning_bench.rollout import decode, group_scores, new_group
-    from learning_bench.task import prompt_tokens
+    from cookbook.learning_bench.rollout import decode, group_scores, new_group
+    from cookbook.learning_bench.task import prompt_tokens
 
     prompts = prompt_tokens(task, problems)
     groups = [
@@ -88,7 +89,7 @@ def warm_table(
 
 def prepare_task(profile: Profile, task: Task, split: Split) -> dict[str, Any]:
     """Warm-start the task's policy on the device; measure it; return its weights (on the CPU)."""
-    from learning_bench.model import build_policy, greedy_accuracy, warm_start
+    from cookbook.learning_bench.model import build_policy, greedy_accuracy, warm_start
 
     wall, cpu = time.perf_counter(), time.process_time()
     policy = build_policy(profile.size, lr=profile.warm_lr, device=profile.device, seed=WARM_SEED)
@@ -117,42 +118,13 @@ def run_job(job: Job) -> dict[str, Any] | None:
     """One run (in a worker): one torch thread, the arm, the task, the seed; ``None`` past the deadline."""
     import torch
 
-    from learning_bench.runner import run_arm
+    from cookbook.learning_bench.runner import run_arm
 
     torch.set_num_threads(1)
     arm, task, seed, profile, split, weights, deadline = job
     if deadline is not None and time.time() > deadline:
         return None
     return run_arm(KNOWN_ARMS[arm], TASKS[task], seed, profile, split, weights)
-
-
-def _cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _run_all(jobs: list[Job], workers: int) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
-
-    def done(run: dict[str, Any] | None) -> None:
-        if run is None:  # past the deadline: not run
-            return
-        runs.append(run)
-        print(
-            f"[{len(runs)}/{len(jobs)}] {run['task']:<8} {run['arm']:<22} seed {run['seed']}: "
-            f"{run['start_accuracy']:.3f} -> {run['final_accuracy']:.3f} at {run['generated_tokens']} tokens "
-            f"({run['counts']['steps']} steps) {run['wall_s']:.0f}s wall {run['cpu_s']:.0f}s CPU",
-            flush=True,
-        )
-
-    if workers <= 1:
-        for job in jobs:
-            done(run_job(job))
-        return runs
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        for run in pool.imap_unordered(run_job, jobs):
-            done(run)
-    return runs
 
 
 def run_bench(
@@ -173,7 +145,7 @@ def run_bench(
     import torch
 
     torch.set_num_threads(1)
-    wall, cpu, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()
+    wall, cpu, load = time.perf_counter(), cpu_seconds(), os.getloadavg()
     deadline = None if deadline_s is None else time.time() + deadline_s
     split = make_split(profile.held_out, profile.pool, profile.warm)
     prepared = {}
@@ -192,21 +164,9 @@ def run_bench(
         if seed in profile.seeds_of(arm, seeds)
     ]
     print(f"{len(jobs)} runs on {workers} worker(s)", flush=True)
-    runs = _run_all(jobs, workers)
+    runs = run_pool(run_job, jobs, workers, PROGRESS)
     report: dict[str, Any] = {
-        "setup": {
-            "profile": profile.to_dict(),
-            "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
-            "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
-            "seeds": {
-                arm: sorted(r["seed"] for r in runs if r["arm"] == arm and r["task"] == tasks[0])
-                for arm in arms
-            },
-            "runs_left_out": len(jobs) - len(runs),
-            "limit_arm": "oracle_skip",
-            "workers": workers,
-            "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
-        },
+        "setup": _setup(profile, tasks, arms, runs, split, left_out=len(jobs) - len(runs), workers=workers),
         "tasks": {},
     }
     for name in tasks:
@@ -215,12 +175,37 @@ def run_bench(
         report["tasks"][name] = summarise(runs, name, arms, extras)
     report["timing"] = {
         "wall_s": time.perf_counter() - wall,
-        "cpu_s": _cpu_seconds() - cpu,
+        "cpu_s": cpu_seconds() - cpu,
         "run_cpu_s": sum(r["cpu_s"] for r in runs),
         "load_average_start": list(load),
         "load_average_end": list(os.getloadavg()),
     }
     return report
+
+
+def _setup(
+    profile: Profile,
+    tasks: Sequence[str],
+    arms: Sequence[str],
+    runs: Sequence[Mapping[str, Any]],
+    split: Split,
+    *,
+    left_out: int,
+    workers: int,
+) -> dict[str, Any]:
+    """The report's setup: the profile, tasks and arms, the seeds that ran, the split."""
+    return {
+        "profile": profile.to_dict(),
+        "tasks": {name: attrs.asdict(TASKS[name]) for name in tasks},
+        "arms": [KNOWN_ARMS[a].to_dict() for a in arms],
+        "seeds": {
+            arm: sorted(r["seed"] for r in runs if r["arm"] == arm and r["task"] == tasks[0]) for arm in arms
+        },
+        "runs_left_out": left_out,
+        "limit_arm": "oracle_skip",
+        "workers": workers,
+        "split": {"held_out": len(split.held_out), "pool": len(split.pool), "warm": len(split.warm)},
+    }
 
 
 def summarise(

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from .task import DOT, PAD, VOCAB_SIZE, Task, prompt_tokens, score, solution_tokens
+from cookbook.learning_bench.task import DOT, PAD, VOCAB_SIZE, Task, prompt_tokens, score, solution_tokens
 
 __all__ = [
     "ModelSize",
@@ -126,7 +126,8 @@ class Policy:
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token logits in fp32."""
         with self.precision():
-            return self.model(tokens)[0].float()
+            logits: torch.Tensor = self.model(tokens)[0]
+            return logits.float()
 
     @torch.no_grad()
     def decode(
@@ -162,8 +163,9 @@ class Policy:
         self, context: torch.Tensor, positions: torch.Tensor, uniforms: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """
-        The next token at ``positions`` of each row of ``context``, and its log-probability
-        (recomputing the prefix: rows may be at different positions).
+        The next token at ``positions`` of each row of ``context``, and its log-probability.
+
+        The prefix is recomputed: rows may be at different positions.
         """
         logits = self.logits(context)[torch.arange(len(context), device=context.device), positions]
         return pick(logits, uniforms)
@@ -171,15 +173,16 @@ class Policy:
     def update(self, loss: torch.Tensor) -> None:
         """One optimizer step on ``loss``; the version counts it."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
         self.version += 1
 
 
 def pick(logits: torch.Tensor, uniforms: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """
-    The token each row's uniform picks by inverse CDF at temperature 1 (``None``: the
-    most likely token), and its log-probability.
+    The token each row's uniform picks by inverse CDF at temperature 1, and its log-probability.
+
+    Without uniforms (``None``), the most likely token.
     """
     logp = torch.log_softmax(logits, dim=-1)
     if uniforms is None:
@@ -255,12 +258,14 @@ def greedy_accuracy(policy: Policy, task: Task, problems: np.ndarray) -> dict[st
 
 def group_std(values: np.ndarray) -> np.ndarray:
     """Sample standard deviation of each row (ddof 1, as TRL's advantages use)."""
-    return values.std(axis=1, ddof=1) if values.shape[1] > 1 else np.zeros(len(values))
+    std: np.ndarray = values.std(axis=1, ddof=1) if values.shape[1] > 1 else np.zeros(len(values))
+    return std
 
 
 def advantages(rewards: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     """GRPO advantages: ``(r - mean) / (std + eps)`` within each group (row)."""
-    return (rewards - rewards.mean(axis=1, keepdims=True)) / (group_std(rewards)[:, None] + eps)
+    scaled: np.ndarray = (rewards - rewards.mean(axis=1, keepdims=True)) / (group_std(rewards)[:, None] + eps)
+    return scaled
 
 
 def policy_loss(

@@ -15,21 +15,16 @@ without forgetting); a pool-level table of how often a prompt is informative aft
 two outcomes (evidence shared between prompts); and a pilot of ``m`` members decoded first,
 combined with the posterior (Pilot-Commit's slice as evidence; its members are charged).
 
-    python cookbook/learning_bench/predictors.py --seeds 0,1 --out runs/predictors
+    python -m cookbook.learning_bench.predictors --seeds 0,1 --out runs/predictors
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the learning_bench package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,9 +57,10 @@ def _state(successes: int, members: int) -> str:
 
 def table_chances(visits: Visits, depth: int = 2, prior: float = 20.0) -> np.ndarray:
     """
-    A pool-level model: how often a visit was informative after the same last ``depth``
-    outcomes (all right, all wrong, mixed), over every prompt's earlier visits, shrunk to the
-    pool's rate with ``prior`` pseudo-visits.
+    A pool-level model: how often a visit was informative after the same last outcomes.
+
+    The last ``depth`` outcomes (all right, all wrong, mixed), over every prompt's earlier
+    visits, shrunk to the pool's rate with ``prior`` pseudo-visits.
     """
     past: dict[int, list[str]] = defaultdict(list)
     counts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -85,8 +81,9 @@ def table_chances(visits: Visits, depth: int = 2, prior: float = 20.0) -> np.nda
 
 def beta_posteriors(visits: Visits, half_life: float | None) -> np.ndarray:
     """
-    Each visit's Beta posterior ``(alpha, beta)`` of its prompt's pass rate from earlier visits:
-    the pool's recent pass rates fitted by moments as the prior, each prompt's successes and
+    Each visit's Beta posterior ``(alpha, beta)`` of its prompt's pass rate from earlier visits.
+
+    The prior: the pool's recent pass rates fitted by moments; each prompt's successes and
     failures decayed by ``half_life`` steps (a plain version of ``PromptHistory``'s).
     """
     successes: dict[int, float] = {}
@@ -123,9 +120,11 @@ def _power_mean(alpha: np.ndarray, beta: np.ndarray, power: int) -> np.ndarray:
 
 def pilot_chances(visits: Visits, pilot: int, half_life: float | None, seed: int = 0) -> np.ndarray:
     """
-    The posterior updated by ``pilot`` members decoded first: 1 when they disagree; otherwise
-    the chance the other members break the tie, under the posterior given the pilot. The
-    pilot's outcomes are drawn from the group's own members (they are exchangeable).
+    The posterior updated by ``pilot`` members decoded first.
+
+    1 when they disagree; otherwise the chance the other members break the tie, under the
+    posterior given the pilot. The pilot's outcomes are drawn from the group's own members
+    (they are exchangeable).
     """
     shapes = beta_posteriors(visits, half_life)
     alpha, beta = shapes[:, 0], shapes[:, 1]
@@ -139,8 +138,10 @@ def pilot_chances(visits: Visits, pilot: int, half_life: float | None, seed: int
 
 def evaluate(visits: Visits, chances: np.ndarray, *, max_wrong: float, pilot: int = 0) -> dict[str, float]:
     """
-    Skip the visits with the lowest predicted chance, in order, while at most ``max_wrong`` of
-    the skipped would have been informative; the shares that leaves (a pilot's members charged).
+    The shares left by skipping the visits with the lowest predicted chance, in order.
+
+    Visits are skipped while at most ``max_wrong`` of the skipped would have been
+    informative (a pilot's members charged).
     """
     members, tokens = visits[:, 3], visits[:, 4].astype(float)
     informative = (visits[:, 2] > 0) & (visits[:, 2] < members)
@@ -172,10 +173,10 @@ def collect(task_name: str, seed: int, tokens: int) -> Visits:
     """Every visit of a ``gated_target`` run of ``task_name`` (its warm start built first)."""
     import attrs
 
-    from learning_bench.arms import KNOWN_ARMS, profile_for
-    from learning_bench.learning_bench import prepare_task
-    from learning_bench.runner import make_run
-    from learning_bench.task import TASKS, make_split
+    from cookbook.learning_bench.arms import KNOWN_ARMS, profile_for
+    from cookbook.learning_bench.learning_bench import prepare_task
+    from cookbook.learning_bench.runner import make_run
+    from cookbook.learning_bench.task import TASKS, make_split
 
     profile = attrs.evolve(profile_for("cpu"), token_budget=tokens)
     task = TASKS[task_name]
@@ -194,7 +195,7 @@ def study(tasks: Sequence[str], seeds: Sequence[int], tokens: int, max_wrong: fl
     """Every candidate on every (task, seed): the shares :func:`evaluate` gives, and their mean."""
     results: dict[str, Any] = {"max_wrong": max_wrong, "tokens": tokens, "tasks": {}}
     for task in tasks:
-        per_seed = {name: [] for name in CANDIDATES}
+        per_seed: dict[str, list[Any]] = {name: [] for name in CANDIDATES}
         for seed in seeds:
             visits = collect(task, seed, tokens)
             for name, candidate in CANDIDATES.items():

@@ -1,6 +1,8 @@
 """
-The bench's summary: per task and arm, final accuracy, paired intervals, tokens-to-target,
-what the trained groups were, and the tables and plot published in ``docs/evidence.md``.
+The bench's summary, and the tables and plot published in ``docs/evidence.md``.
+
+Per task and arm: final accuracy, paired intervals, tokens-to-target, what the trained
+groups were.
 """
 
 from __future__ import annotations
@@ -12,49 +14,25 @@ from typing import Any
 
 import numpy as np
 
+from cookbook.stats import paired
+
 __all__ = [
     "GAIN_SHARE",
     "format_tables",
-    "paired",
     "ratio",
     "runs_from_summary",
     "summarise_task",
-    "t95",
     "tokens_to_reach",
     "verdict",
     "write_plot",
 ]
 
-# Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy here).
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145)
-
-
-def t95(df: int) -> float:
-    """
-    The two-sided 95% quantile of Student's t with ``df`` degrees of freedom.
-
-    Tabulated up to 14; past it, about ``1.96 + 2.5 / df``.
-    """
-    if df < 1:
-        return math.nan
-    return _T95[df - 1] if df <= len(_T95) else 1.96 + 2.5 / df
-
-
-def paired(values: Sequence[float]) -> dict[str, float | None]:
-    """Mean and sample std of (paired) values with the 95% t interval of the mean (``None`` from one)."""
-    array = np.asarray(values, dtype=float)
-    mean = float(array.mean())
-    if len(array) < 2:
-        return {"mean": mean, "std": 0.0, "ci95_low": None, "ci95_high": None}
-    std = float(array.std(ddof=1))
-    half = t95(len(array) - 1) * std / math.sqrt(len(array))
-    return {"mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
-
 
 def tokens_to_reach(curve: Sequence[Mapping[str, float]], target: float) -> int | None:
     """
-    The generated tokens at which ``curve`` first reaches ``target`` accuracy, interpolated
-    linearly between the evaluations that bracket it (``None``: never reached).
+    The generated tokens at which ``curve`` first reaches ``target`` accuracy (``None``: never).
+
+    Interpolated linearly between the evaluations that bracket it.
     """
     previous = None
     for point in curve:
@@ -75,8 +53,9 @@ def ratio(
     values: Sequence[float | None], reference: Sequence[float | None], bounds: Sequence[float]
 ) -> dict[str, Any]:
     """
-    The paired ratio ``values / reference`` over the seeds where the reference reached its
-    target: the geometric mean and the 95% t interval of the mean log ratio.
+    The paired ratio ``values / reference`` over the seeds where the reference reached its target.
+
+    The geometric mean and the 95% t interval of the mean log ratio.
 
     A run that never reached the target is counted at its lower bound (``bounds``: the tokens
     it generated, which it would have exceeded), so the ratio is never flattered by dropping
@@ -94,7 +73,8 @@ def ratio(
         result = {
             "ratio": math.exp(stats["mean"] or 0.0),
             **{
-                key: None if stats[key] is None else math.exp(stats[key]) for key in ("ci95_low", "ci95_high")
+                key: None if (end := stats[key]) is None else math.exp(end)
+                for key in ("ci95_low", "ci95_high")
             },
         }
     return result | {"seeds": len(logs), "censored": censored}

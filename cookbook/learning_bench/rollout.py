@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 import torch
 
-from .model import Policy, uniforms
-from .task import DOT, PAD, Scores, Task, completion_lengths, score
+from cookbook.learning_bench.model import Policy, uniforms
+from cookbook.learning_bench.task import DOT, PAD, Scores, Task, completion_lengths, score
 
 __all__ = ["Group", "decode", "new_group", "tick"]
 
@@ -83,8 +83,9 @@ def new_group(
 
 def tick(policy: Policy, groups: Sequence[Group], step: int, *, slots: int | None = None) -> int:
     """
-    Decode one token for every running member of ``groups`` (the first ``slots`` of them,
-    in order, when the engine has fewer slots), with ``policy``. Returns the tokens decoded.
+    Decode one token for every running member of ``groups`` with ``policy``; the tokens decoded.
+
+    With fewer ``slots`` than members, the first ``slots`` of them, in order.
     """
     picked: list[tuple[Group, np.ndarray]] = []
     room = slots

@@ -19,19 +19,18 @@ whether their group is trained on, rejected, surplus, or still running at the en
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import attrs
 import numpy as np
 import torch
 
+from cookbook.learning_bench.arms import Arm, Profile
+from cookbook.learning_bench.model import Policy, advantages, greedy_accuracy, group_std, policy_loss
+from cookbook.learning_bench.rollout import Group, decode, group_scores, new_group, tick
+from cookbook.learning_bench.task import Split, Task, prompt_tokens
 from group_admission import AdmissionSession, PromptHistory, PromptHistoryConfig, StepReport
-
-from .arms import Arm, Profile
-from .model import Policy, advantages, greedy_accuracy, group_std, policy_loss
-from .rollout import Group, decode, group_scores, new_group, tick
-from .task import Split, Task, prompt_tokens
 
 __all__ = ["MAX_STEPS", "PromptStream", "Run", "run_arm"]
 
@@ -94,6 +93,11 @@ class Counts:
     decode_ticks: int = 0
     oracle_skipped: int = 0
     loss_scale_sum: float = 0.0
+
+
+def _with_epochs(prompts: Sequence[str | int], epochs: Mapping[int, int]) -> list[tuple[int, int]]:
+    """The ``(prompt, epoch)`` items of ``prompts`` (the bench's prompt ids are ints)."""
+    return [(cast("int", p), epochs[cast("int", p)]) for p in prompts]
 
 
 @attrs.define
@@ -167,8 +171,10 @@ class Run:
 
     def counterfactual(self, items: list[tuple[int, int]], step: int) -> None:
         """
-        Generate, judge and discard the groups skipped prompts would have got (common random
-        numbers: the same uniforms, the same policy); never charged, never trained on.
+        Generate, judge and discard the groups skipped prompts would have got.
+
+        Common random numbers: the same uniforms, the same policy; never charged, never
+        trained on.
         """
         if not items:
             return
@@ -216,10 +222,10 @@ class Run:
                 # Nothing more this step: no skip was acted on, so every prompt goes back.
                 self.stream.put_back(offered)
                 break
-            self.stream.put_back([(p, epochs[p]) for p in plan.deferred])
-            self.counterfactual([(p, epochs[p]) for p in plan.skipped], step)
+            self.stream.put_back(_with_epochs(plan.deferred, epochs))
+            self.counterfactual(_with_epochs(plan.skipped, epochs), step)
             if plan.generate:
-                groups = self.launch([(p, epochs[p]) for p in plan.generate])
+                groups = self.launch(_with_epochs(plan.generate, epochs))
                 decoded = decode(self.policy, groups, step)
                 self.counts.tokens += decoded
                 kept += self.judge_round(groups, decoded)
@@ -271,7 +277,7 @@ class Run:
         if not groups:
             return
         rewards = self.rewards(groups)
-        total = sum(rewards.values())
+        total = cast("np.ndarray", sum(rewards.values()))  # outcome (+ shaping)
         self.count_trained(groups, rewards["outcome"], total)
         batch = groups + list(padding or [])
         adv = np.concatenate([advantages(total), np.zeros((len(batch) - len(groups), total.shape[1]))])
@@ -341,7 +347,7 @@ def make_run(
     arm: Arm, task: Task, seed: int, profile: Profile, split: Split, weights: Mapping[str, torch.Tensor]
 ) -> Run:
     """A run of ``arm`` from the warm start's ``weights``, with a fresh optimizer."""
-    from .model import build_policy
+    from cookbook.learning_bench.model import build_policy
 
     arm = arm.resolved()
     policy = build_policy(profile.size, lr=profile.lr, device=profile.device, seed=seed)

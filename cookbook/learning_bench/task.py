@@ -112,7 +112,8 @@ def completion_lengths(completions: np.ndarray) -> np.ndarray:
     """Tokens up to and including the first end mark; the full width when there is none."""
     ends = completions == DOT
     width = completions.shape[1]
-    return np.where(ends.any(axis=1), ends.argmax(axis=1) + 1, width)
+    lengths: np.ndarray = np.where(ends.any(axis=1), ends.argmax(axis=1) + 1, width)
+    return lengths
 
 
 def score(task: Task, problems: np.ndarray, completions: np.ndarray) -> Scores:
@@ -145,8 +146,10 @@ def score(task: Task, problems: np.ndarray, completions: np.ndarray) -> Scores:
 @attrs.frozen
 class Split:
     """
-    Disjoint problem ids: held out (never trained on), the RL pool, the warm start's, and
-    the warm start's validation set (which decides when it stops).
+    Disjoint problem ids.
+
+    Held out (never trained on), the RL pool, the warm start's, and the warm start's
+    validation set (which decides when it stops).
     """
 
     held_out: np.ndarray

@@ -1,42 +1,47 @@
-"""
+r"""
 GRPO on GSM8K the TRL way, training only on groups whose *accuracy* varies.
 
 Offline (default): the embedded easy GSM8K-format data and tiny Qwen2 of cookbook/grpo_gsm8k.
-On a GPU: python cookbook/trl_grpo_gsm8k/train.py --model Qwen/Qwen2.5-0.5B-Instruct \\
+On a GPU: python -m cookbook.trl_grpo_gsm8k.train --model Qwen/Qwen2.5-0.5B-Instruct \
     --dataset openai/gsm8k --steps 200 --batch-size 16 --max-completion-length 512
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the grpo_gsm8k helpers
+from collections.abc import Sequence
+from typing import Any
 
 from datasets import load_dataset
-from grpo_gsm8k.rewards import answers_match, brevity_score, extract_answer, gold_answer
 from trl import GRPOConfig
 
+from cookbook.grpo_gsm8k.rewards import answers_match, brevity_score, extract_answer, gold_answer
 from group_admission.adapters.trl import AdmissionGRPOTrainer
 
+#: A completion as TRL passes it: text, or conversational ``[{"role": "assistant", "content": ...}]``.
+Completion = str | list[dict[str, str]]
 
-def text(completion):  # conversational completions are [{"role": "assistant", "content": ...}]
+
+def text(completion: Completion) -> str:
+    """A completion's text."""
     return completion if isinstance(completion, str) else completion[-1]["content"]
 
 
-def accuracy(completions, answer, **_):
+def accuracy(completions: Sequence[Completion], answer: Sequence[str], **_: Any) -> list[float]:
+    """1.0 for each completion whose final answer is the gold one (a TRL reward function)."""
     return [
         float(answers_match(extract_answer(text(c), lenient=True), gold_answer(a)))
         for c, a in zip(completions, answer, strict=True)
     ]
 
 
-def brevity(completions, **_):  # a shaping term: spread even when every answer is wrong
+def brevity(completions: Sequence[Completion], **_: Any) -> list[float]:
+    """A shaping term (a TRL reward function): spread even when every answer is wrong."""
     return [0.5 * brevity_score(text(c), free_chars=300, lenient=True) for c in completions]
 
 
 def main() -> None:
+    """Train with TRL's GRPO trainer and admission gated on accuracy (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -48,7 +53,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="runs/trl_grpo_gsm8k")
     args = parser.parse_args()
     if args.model is None or args.dataset is None:
-        from grpo_gsm8k.offline.prepare_demo import prepare_demo
+        from cookbook.grpo_gsm8k.offline.prepare_demo import prepare_demo
 
         data, model = prepare_demo()
         args.dataset, args.model = args.dataset or str(data), args.model or str(model)

@@ -14,7 +14,7 @@ To run on a CPU in seconds, the model is a tiny tabular policy (per problem: one
 answer and one of length) behind a ``Sampler`` subclass; rewards (``GSM8KAccuracyReward``),
 advantages (``GRPOAdvantage``) and the loss (``GRPOLoss``) are twinkle's own. On a GPU, put
 ``vLLMSampler`` and ``TransformersModel`` where ``TinyPolicySampler`` and ``TinyPolicy`` are
-(see docs/adapters/twinkle.md). Run: python cookbook/twinkle_grpo/short_math_admission.py
+(see docs/adapters/twinkle.md). Run: python -m cookbook.twinkle_grpo.short_math_admission
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import torch
 from twinkle import get_logger
@@ -62,10 +63,11 @@ WRONG_OFFSETS = (-2, 1, 10)  # the wrong candidate answers: truth + offset
 LENGTHS = (120, 900, 2400)  # characters of reasoning before the \boxed{} answer
 
 
-class GSM8KBrevityReward(Reward):
+class GSM8KBrevityReward(Reward):  # type: ignore[misc]  # twinkle is untyped
     """1.0 for an answered completion of <= 300 characters, decaying to 0 at 3,300."""
 
     def __call__(self, trajectories: list[dict[str, Any]], **kwargs: Any) -> list[float]:
+        """Each trajectory's brevity score."""
         scores = []
         for trajectory in trajectories:
             text = trajectory["messages"][-1]["content"]
@@ -91,11 +93,12 @@ class TinyPolicy(torch.nn.Module):
         return torch.cat([answer, length], dim=1)
 
     def accuracy(self, level: str) -> float:
+        """The probability of the right answer, averaged over the problems of ``level``."""
         rows = [i for i, (_, _, lvl) in enumerate(PROBLEMS) if lvl == level]
         return float(torch.softmax(self.answer[rows].detach(), -1)[:, 0].mean())
 
 
-class TinyPolicySampler(Sampler):
+class TinyPolicySampler(Sampler):  # type: ignore[misc]  # twinkle is untyped
     """A twinkle Sampler over :class:`TinyPolicy`: blocks per call, one response per input."""
 
     def __init__(self, policy: TinyPolicy, seed: int) -> None:
@@ -103,7 +106,15 @@ class TinyPolicySampler(Sampler):
         self.policy = policy
         self.generator = torch.Generator().manual_seed(seed)
 
-    def sample(self, inputs, sampling_params=None, adapter_name="", *, num_samples=1):
+    def sample(
+        self,
+        inputs: list[dict[str, Any]],
+        sampling_params: Any = None,
+        adapter_name: str = "",
+        *,
+        num_samples: int = 1,
+    ) -> list[Any]:
+        """One response per input, each of ``sampling_params.num_samples`` sequences."""
         params = sampling_params or SamplingParams()
         responses = []
         for trajectory in inputs:
@@ -113,7 +124,8 @@ class TinyPolicySampler(Sampler):
             )
         return responses
 
-    def apply_patch(self, patch_cls, **kwargs):
+    def apply_patch(self, patch_cls: Any, **kwargs: Any) -> NoReturn:
+        """Not supported: the tiny policy has nothing to patch."""
         raise NotImplementedError
 
     def _one(self, trajectory: dict[str, Any], problem: int) -> SampledSequence:
@@ -141,6 +153,7 @@ class TinyPolicySampler(Sampler):
 
 
 def trajectory(problem: int) -> dict[str, Any]:
+    """The twinkle trajectory that asks ``problem``."""
     question, answer, _ = PROBLEMS[problem]
     return {
         "messages": [
@@ -157,7 +170,7 @@ def compute_rewards(sequences: list[SampledSequence]) -> dict[str, list[float]]:
     return {"accuracy": GSM8KAccuracyReward()(features), "brevity": GSM8KBrevityReward()(features)}
 
 
-def shuffled_prompts(seed: int):
+def shuffled_prompts(seed: int) -> Iterator[dict[str, Any]]:
     """The second iterator over the data the resampling rounds draw fresh prompts from."""
     rng = random.Random(seed)
     for _ in itertools.count():
@@ -166,7 +179,7 @@ def shuffled_prompts(seed: int):
         yield from (trajectory(problem) for problem in order)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -179,7 +192,54 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-extra-groups", type=int, default=4)
     parser.add_argument("--lr", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def train_on(
+    policy: TinyPolicy,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Any,
+    kept: Any,
+    num_generations: int,
+    summary: dict[str, Any],
+) -> None:
+    """One ``GRPOLoss`` step on the kept rows (none without any), counting what they were."""
+    if not kept.sequences:
+        return
+    accuracy = torch.tensor(kept.rewards["accuracy"]).view(-1, num_generations)
+    summary["all_wrong_rows_trained"] += int((accuracy.sum(1) == 0).sum()) * num_generations
+    summary["trained_rows"] += len(kept.sequences)
+    problems = torch.tensor([dict(s.new_input_feature["user_data"])["problem"] for s in kept.sequences])
+    tokens = torch.tensor([s.tokens for s in kept.sequences])
+    old_logps = [[lp[0][1] for lp in s.logprobs] for s in kept.sequences]
+    loss = loss_fn(
+        {"labels": tokens},
+        {"logps": policy.logps(problems, tokens)},
+        old_logps=old_logps,
+        advantages=kept.advantages,
+    )["loss"]
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def _admission(args: argparse.Namespace) -> TwinkleGroupAdmission:
+    """Admission gated on ``--gate-on``, with up to ``--max-extra-groups`` resampled in 2 rounds."""
+    return TwinkleGroupAdmission(
+        {"min_reward_std": 1e-6, "gate_on": ["accuracy"] if args.gate_on == "accuracy" else None},
+        num_generations=args.num_generations,
+        budget={
+            "max_extra_groups": args.max_extra_groups,
+            "max_resample_rounds": 2,
+            "max_total_samples": (args.batch_size + args.max_extra_groups) * args.num_generations,
+        },
+        advantage_fn=GRPOAdvantage(),
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Train the tiny policy the twinkle way, admitting groups on accuracy (the flags: ``--help``)."""
+    args = _parser().parse_args(argv)
     num_generations = args.num_generations
 
     policy = TinyPolicy()
@@ -187,21 +247,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     loss_fn = GRPOLoss(epsilon=0.2)
     metrics = CompletionRewardMetric()
-    admission = TwinkleGroupAdmission(
-        {"min_reward_std": 1e-6, "gate_on": ["accuracy"] if args.gate_on == "accuracy" else None},
-        num_generations=num_generations,
-        budget={
-            "max_extra_groups": args.max_extra_groups,
-            "max_resample_rounds": 2,
-            "max_total_samples": (args.batch_size + args.max_extra_groups) * num_generations,
-        },
-        advantage_fn=GRPOAdvantage(),
-    )
+    admission = _admission(args)
     sampling_params = SamplingParams(max_tokens=2, num_samples=1, logprobs=1, temperature=1.0)
     dataloader = shuffled_prompts(args.seed)
     extra_prompts = shuffled_prompts(args.seed + 1)
     before = {level: policy.accuracy(level) for level in PRIOR}
-    summary = {"trained_rows": 0, "all_wrong_rows_trained": 0, "short_steps": 0, "generated_samples": 0}
+    summary: dict[str, Any] = {
+        "trained_rows": 0,
+        "all_wrong_rows_trained": 0,
+        "short_steps": 0,
+        "generated_samples": 0,
+    }
 
     for step in range(args.steps):
         batch = list(itertools.islice(dataloader, args.batch_size))
@@ -218,24 +274,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["short_steps"] += int(kept.exhausted)
         metrics.reset()
         metrics.accumulate(completion_lengths=[len(s.decoded) for s in kept.sequences], rewards=kept.rewards)
-        if kept.sequences:
-            accuracy = torch.tensor(kept.rewards["accuracy"]).view(-1, num_generations)
-            summary["all_wrong_rows_trained"] += int((accuracy.sum(1) == 0).sum()) * num_generations
-            summary["trained_rows"] += len(kept.sequences)
-            problems = torch.tensor(
-                [dict(s.new_input_feature["user_data"])["problem"] for s in kept.sequences]
-            )
-            tokens = torch.tensor([s.tokens for s in kept.sequences])
-            old_logps = [[lp[0][1] for lp in s.logprobs] for s in kept.sequences]
-            loss = loss_fn(
-                {"labels": tokens},
-                {"logps": policy.logps(problems, tokens)},
-                old_logps=old_logps,
-                advantages=kept.advantages,
-            )["loss"]
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        train_on(policy, optimizer, loss_fn, kept, num_generations, summary)
         log_dict = {**metrics.calculate(), **kept.metrics}
         report = kept.report
         logger.info(

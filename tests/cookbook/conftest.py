@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 COOKBOOK = REPO / "cookbook"
 DEMO_CONFIG = COOKBOOK / "grpo_gsm8k" / "offline" / "config.yaml"
 PIN = COOKBOOK / "grpo_gsm8k" / "offline" / "pin.sh"
-sys.path.insert(0, str(COOKBOOK))  # the recipe is the package grpo_gsm8k under cookbook/
 
 
 def pinned_environment() -> dict[str, str]:
@@ -34,10 +33,12 @@ def demo_assets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     subprocess.run(
         [
             sys.executable,
-            str(COOKBOOK / "grpo_gsm8k" / "offline" / "prepare_demo.py"),
+            "-m",
+            "cookbook.grpo_gsm8k.offline.prepare_demo",
             "--cache-dir",
             str(cache),
         ],
+        cwd=REPO,
         env=pinned_environment(),
         check=True,
         capture_output=True,

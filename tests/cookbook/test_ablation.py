@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_gsm8k.ablation import ARMS, arm_config, main, write_held_out
-from grpo_gsm8k.ablation_report import summarise_arms, t_quantile
-from grpo_gsm8k.config import parse_config
-from grpo_gsm8k.data import Problem, load_problems
-from grpo_gsm8k.report import read_jsonl
-from grpo_gsm8k.rollout import Group
-from grpo_gsm8k.skipping import SkippingStream
-from grpo_gsm8k.train import trained_kinds
 
+from cookbook.grpo_gsm8k.ablation import ARMS, arm_config, main, write_held_out
+from cookbook.grpo_gsm8k.ablation_report import summarise_arms
+from cookbook.grpo_gsm8k.config import parse_config
+from cookbook.grpo_gsm8k.data import Problem, load_problems
+from cookbook.grpo_gsm8k.report import read_jsonl
+from cookbook.grpo_gsm8k.rollout import Group
+from cookbook.grpo_gsm8k.skipping import SkippingStream
+from cookbook.grpo_gsm8k.train import trained_kinds
 from group_admission import (
     GroupAdmissionConfig,
     GroupAdmissionPolicy,
@@ -165,7 +165,7 @@ def test_every_arm_is_a_session_config_and_only_the_last_skips() -> None:
 def test_the_held_out_problems_are_distinct_and_unseen(
     demo_assets: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import grpo_gsm8k.offline.problems as problems
+    import cookbook.grpo_gsm8k.offline.problems as problems
 
     data, _ = demo_assets
     training = [p.question for p in load_problems(str(data), "main", "train")]
@@ -244,17 +244,10 @@ def test_paired_gains_and_their_interval() -> None:
     assert math.isclose(0.7, gate["curve"][1]["accuracy_mean"])
 
 
-def test_t_quantiles() -> None:
-    assert 2.776 == t_quantile(4)
-    assert abs(t_quantile(10) - 2.228) < 0.001
-    assert abs(t_quantile(30) - 2.042) < 0.001
-    assert math.isnan(t_quantile(0))
-
-
 def test_the_earlier_setup_note_quotes_the_published_results() -> None:
-    """docs/evidence.md's note on this ablation quotes benchmarks/results/ablation_tiny.json."""
+    """docs/evidence.md's note on this ablation quotes cookbook/grpo_gsm8k/results/ablation_tiny.json."""
     root = Path(__file__).resolve().parents[2]
-    report = json.loads((root / "benchmarks" / "results" / "ablation_tiny.json").read_text())
+    report = json.loads((root / "cookbook" / "grpo_gsm8k" / "results" / "ablation_tiny.json").read_text())
     page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
     note = page[page.index("## Earlier setup") :]
     arms = {arm["arm"]: arm for arm in report["arms"]}

@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from grpo_gsm8k.config import PLAIN_GRPO, ConfigError, TrainConfig, parse_config, session_config
 
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, ConfigError, TrainConfig, parse_config, session_config
 from group_admission import GroupAdmissionPolicy, SessionConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "cookbook" / "grpo_gsm8k" / "offline" / "config.yaml"
-TRAIN = ROOT / "cookbook" / "grpo_gsm8k" / "train.py"
+#: The training script, run by name from the repository root as the docs run it.
+TRAIN = ["-m", "cookbook.grpo_gsm8k.train"]
 PHANTOM = {"accuracy": [0.0, 0.0, 0.0, 0.0], "brevity": [0.1, 0.0, 0.1, 0.05]}
 
 
@@ -168,7 +169,7 @@ def test_unknown_flag_exits_with_status_2() -> None:
 )
 def test_the_script_reports_a_config_mistake_in_one_line_with_status_2(argv: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(TRAIN), *argv], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, *TRAIN, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
 
     assert 2 == done.returncode
@@ -179,7 +180,7 @@ def test_the_script_reports_a_config_mistake_in_one_line_with_status_2(argv: lis
 
 def test_help_describes_every_flag_with_its_default() -> None:
     done = subprocess.run(
-        [sys.executable, str(TRAIN), "--help"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, *TRAIN, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
     text = " ".join(done.stdout.split())
 
@@ -207,8 +208,8 @@ def test_the_gpu_recipe_s_flags_are_settings_of_this_script() -> None:
     import shlex
 
     text = (ROOT / "cookbook" / "grpo_gsm8k" / "run.sh").read_text()
-    command = text[text.index("python cookbook/grpo_gsm8k/train.py") :].replace("\\\n", " ")
-    argv = [arg for arg in shlex.split(command, comments=True)[2:] if arg != "$@"]
+    command = text[text.index("python -m cookbook.grpo_gsm8k.train") :].replace("\\\n", " ")
+    argv = [arg for arg in shlex.split(command, comments=True)[3:] if arg != "$@"]
     built = parse_config(argv).session_config()
 
     assert SessionConfig.preset("recommended").history == built.history

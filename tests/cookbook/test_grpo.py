@@ -6,7 +6,8 @@ import math
 
 import pytest
 import torch
-from grpo_gsm8k.grpo import (
+
+from cookbook.grpo_gsm8k.grpo import (
     clipped_pg_loss,
     collate,
     completion_mask,
@@ -174,7 +175,7 @@ class TestLoss:
 
 @pytest.fixture(scope="module")
 def tiny_lm() -> tuple[object, object]:
-    from grpo_gsm8k.offline.tiny_model import CHAT_TEMPLATE, build_model, train_tokenizer
+    from cookbook.grpo_gsm8k.offline.tiny_model import CHAT_TEMPLATE, build_model, train_tokenizer
 
     tokenizer = train_tokenizer(["Tom has 3 apples and gets 4 more.\n#### 7", CHAT_TEMPLATE], vocab_size=300)
     tokenizer.padding_side = "left"
@@ -236,8 +237,8 @@ def test_checksum_tracks_any_parameter_change(tiny_lm: tuple[object, object]) ->
 
 
 def _groups() -> list[object]:
-    from grpo_gsm8k.data import Problem
-    from grpo_gsm8k.rollout import Group
+    from cookbook.grpo_gsm8k.data import Problem
+    from cookbook.grpo_gsm8k.rollout import Group
 
     rewards = {"accuracy": [1.0, 0.0, 1.0, 0.0], "brevity": [0.1, 0.0, 0.0, 0.1]}
     problem = Problem(question="q", answer="#### 7", gold=7.0)
@@ -252,8 +253,8 @@ def test_the_update_multiplies_the_loss_by_the_sessions_loss_scale(
     """``StepReport.loss_scale`` scales the gradient of the loss averaged over the trained groups."""
     import copy
 
-    from grpo_gsm8k.config import parse_config
-    from grpo_gsm8k.update import update_policy
+    from cookbook.grpo_gsm8k.config import parse_config
+    from cookbook.grpo_gsm8k.update import update_policy
 
     model, tokenizer = tiny_lm
     config = parse_config(["--num-generations", "4", "--max-grad-norm", "1e9"])

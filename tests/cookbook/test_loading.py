@@ -8,9 +8,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from grpo_gsm8k.data import autocast, build_prompt, eos_token_ids, load_policy, load_problems, resolve_device
-from grpo_gsm8k.offline import convert_smollm2
-from grpo_gsm8k.offline.problems import generate_problems, write_gsm8k_layout
+
+from cookbook.grpo_gsm8k.data import (
+    autocast,
+    build_prompt,
+    eos_token_ids,
+    load_policy,
+    load_problems,
+    resolve_device,
+)
+from cookbook.grpo_gsm8k.offline import convert_smollm2
+from cookbook.grpo_gsm8k.offline.problems import generate_problems, write_gsm8k_layout
 
 ROWS = [
     {

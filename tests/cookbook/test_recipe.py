@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from grpo_gsm8k import rollout
-from grpo_gsm8k.data import Problem
-from grpo_gsm8k.observers import RoundLog, Stopwatch
-from grpo_gsm8k.recipe import StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
-from grpo_gsm8k.rollout import Group, score_groups
 
+from cookbook.grpo_gsm8k import rollout
+from cookbook.grpo_gsm8k.data import Problem
+from cookbook.grpo_gsm8k.observers import RoundLog, Stopwatch
+from cookbook.grpo_gsm8k.recipe import StepObserver, StepSample, collect_step, fresh_problems, retry_rejected
+from cookbook.grpo_gsm8k.rollout import Group, score_groups
 from group_admission import AdmissionSession, SamplingBudgetConfig, StepReport
 
 G = 4

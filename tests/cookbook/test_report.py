@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_gsm8k.report import curves_figure, format_legend, format_step
+
+from cookbook.grpo_gsm8k.report import curves_figure, format_legend, format_step
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from grpo_gsm8k.offline.problems import generate_problems
-from grpo_gsm8k.rewards import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cookbook.grpo_gsm8k.offline.problems import generate_problems
+from cookbook.grpo_gsm8k.rewards import (
     answers_match,
     brevity_score,
     extract_answer,
@@ -14,8 +17,6 @@ from grpo_gsm8k.rewards import (
     parse_number,
     score_group,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 EXTRACTION_TABLE = [
     ("48 + 24 = 72\n#### 72", 72.0),

@@ -11,15 +11,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from grpo_gsm8k.config import PLAIN_GRPO, parse_config
-from grpo_gsm8k.report import read_jsonl
-from grpo_gsm8k.train import main, train
 
+from cookbook.grpo_gsm8k.config import PLAIN_GRPO, parse_config
+from cookbook.grpo_gsm8k.report import read_jsonl
+from cookbook.grpo_gsm8k.train import main, train
 from group_admission import loss_scale
 
 from .conftest import DEMO_CONFIG, REPO, pinned_environment
 
-TRAIN = REPO / "cookbook" / "grpo_gsm8k" / "train.py"
+#: The training script, run by name from the repository root as the docs run it.
+TRAIN = ["-m", "cookbook.grpo_gsm8k.train"]
 
 SMALL = [
     "--steps",
@@ -176,7 +177,8 @@ def test_the_main_job_prints_the_figures_the_docs_show(
     data, model = demo_assets
     argv = ["--config", str(DEMO_CONFIG), "--model", str(model), "--dataset", str(data)]
     done = subprocess.run(
-        [sys.executable, str(TRAIN), *argv, "--output-dir", str(tmp_path / "run"), "--no-plot"],
+        [sys.executable, *TRAIN, *argv, "--output-dir", str(tmp_path / "run"), "--no-plot"],
+        cwd=REPO,
         env=pinned_environment(),
         capture_output=True,
         text=True,
@@ -199,16 +201,16 @@ def test_the_main_job_prints_the_figures_the_docs_show(
         assert f"{side[0]:.2f} to {side[1]:.2f}" in readme
 
 
-def test_cli_entry_point_runs_as_a_script_and_prints_plain_lines_into_a_pipe(
+def test_cli_entry_point_runs_by_name_and_prints_plain_lines_into_a_pipe(
     demo_args: list[str], tmp_path: Path
 ) -> None:
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[2] / "cookbook" / "grpo_gsm8k" / "train.py"
     with_progress = [arg for arg in demo_args if arg != "--no-progress"]  # the default: a progress bar
     completed = subprocess.run(
-        [sys.executable, str(script), *with_progress, *SMALL, "--steps", "2"],
+        [sys.executable, *TRAIN, *with_progress, *SMALL, "--steps", "2"],
+        cwd=REPO,
         capture_output=True,  # bytes: text mode would turn a carriage return into a newline
         timeout=300,
         check=False,

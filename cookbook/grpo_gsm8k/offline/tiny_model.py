@@ -1,23 +1,19 @@
-"""
-Build the embedded demo's tiny policy offline: a byte-level BPE tokenizer, a ~1 M-parameter
-Qwen2, and a short supervised warm-start on a few correct solutions.
+r"""
+Build the embedded demo's tiny policy offline.
+
+A byte-level BPE tokenizer, a ~1 M-parameter Qwen2, and a short supervised warm-start on a
+few correct solutions.
 
 Nothing is downloaded. The result is saved with ``save_pretrained``, so the training script
 loads it through the same ``from_pretrained`` call it uses for a hub model. The warm-start
 is deliberately short: the model learns the answer format and part of the arithmetic, so
 its sampled groups have mixed rewards and GRPO has something to improve.
 
-    python cookbook/grpo_gsm8k/offline/tiny_model.py --data .cache/grpo_gsm8k/gsm8k-easy \\
+    python -m cookbook.grpo_gsm8k.offline.tiny_model --data .cache/grpo_gsm8k/gsm8k-easy \
         --out .cache/grpo_gsm8k/tiny-qwen2
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the grpo_gsm8k package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
@@ -25,9 +21,10 @@ import os
 import random
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from grpo_gsm8k.data import Problem, build_prompt, load_problems
+from cookbook.grpo_gsm8k.data import Problem, build_prompt, load_problems
 
 __all__ = ["build_tiny_policy", "train_tokenizer", "warm_start"]
 
@@ -173,22 +170,9 @@ def build_tiny_policy(
     import torch
 
     folder = Path(out)
-    recipe = {
-        "data": str(data),
-        "warm_start_steps": warm_start_steps,
-        "warm_start_problems": warm_start_problems,
-        "hidden_size": hidden_size,
-        "layers": layers,
-        "vocab_size": vocab_size,
-        "seed": seed,
-        "system_prompt": system_prompt,
-        "version": 2,  # 2: warm-started on the tokenizer as training reloads it
-        # The CPU code paths decide the weights' last bits (cookbook/grpo_gsm8k/offline/pin.sh):
-        # a build made under others is rebuilt, not reused.
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "mkl_cbwr": os.environ.get("MKL_CBWR"),
-        "threads": torch.get_num_threads(),
-    }
+    settings = {"warm_start_steps": warm_start_steps, "warm_start_problems": warm_start_problems}
+    settings |= {"hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size, "seed": seed}
+    recipe = _recipe(data, settings | {"system_prompt": system_prompt})
     stamp = folder / "build.json"
     if not force and stamp.is_file() and json.loads(stamp.read_text())["recipe"] == recipe:
         return folder
@@ -220,6 +204,22 @@ def build_tiny_policy(
     }
     stamp.write_text(json.dumps(summary, indent=2))
     return folder
+
+
+def _recipe(data: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What a build depends on: its data and settings, and the CPU code paths it ran on."""
+    import torch
+
+    return {
+        "data": str(data),
+        **settings,
+        "version": 2,  # 2: warm-started on the tokenizer as training reloads it
+        # The CPU code paths decide the weights' last bits (cookbook/grpo_gsm8k/offline/pin.sh):
+        # a build made under others is rebuilt, not reused.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("areal.infra.workflow_executor")
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "cookbook"))
 
 from areal.api import ModelResponse
 from areal.api.cli_args import GenerationHyperparameters, InferenceEngineConfig
@@ -38,7 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWa
 
 
 def tokenizer() -> Any:
-    from grpo_gsm8k.offline.tiny_model import train_tokenizer
+    from cookbook.grpo_gsm8k.offline.tiny_model import train_tokenizer
 
     return train_tokenizer(["0123456789 dead solved mixed user assistant"], vocab_size=300)
 

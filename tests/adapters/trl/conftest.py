@@ -9,8 +9,6 @@ import pytest
 
 pytest.importorskip("trl")
 
-COOKBOOK = Path(__file__).resolve().parents[3] / "cookbook"
-sys.path.insert(0, str(COOKBOOK))
 # The helpers module of these tests: `from trl_helpers import accuracy, ...`.
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -18,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A randomly initialised ~0.2 M-parameter Qwen2 and its byte-level tokenizer, saved to disk."""
-    from grpo_gsm8k.offline.tiny_model import build_model, train_tokenizer
+    from cookbook.grpo_gsm8k.offline.tiny_model import build_model, train_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
     tokenizer = train_tokenizer(["#### 0123456789 How many apples? Tom has 3 pens."], vocab_size=300)

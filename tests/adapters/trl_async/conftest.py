@@ -20,17 +20,16 @@ pytest.importorskip("trl")
 pytest.importorskip("aiohttp")
 
 HERE = Path(__file__).parent
-COOKBOOK = HERE.parents[2] / "cookbook"
-for path in (HERE, COOKBOOK):  # the doubles (the spawned worker imports them by name) and the tiny model
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(HERE) not in sys.path:  # the doubles: the spawned worker imports them by name
+    sys.path.insert(0, str(HERE))
 
 
 @pytest.fixture(scope="session")
 def tokenizer() -> Any:
     """The cookbook's offline byte-level tokenizer, with the response template TRL parses completions by."""
-    from grpo_gsm8k.offline.tiny_model import train_tokenizer
     from trl.chat_template_utils import qwen3_template
+
+    from cookbook.grpo_gsm8k.offline.tiny_model import train_tokenizer
 
     tok = train_tokenizer(["0123456789 dead solved mixed user assistant"], vocab_size=300)
     tok.response_template = qwen3_template
@@ -40,7 +39,7 @@ def tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def tiny_model(tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A randomly initialised one-layer Qwen2 and the tokenizer, saved to disk."""
-    from grpo_gsm8k.offline.tiny_model import build_model
+    from cookbook.grpo_gsm8k.offline.tiny_model import build_model
 
     folder = tmp_path_factory.mktemp("tiny-qwen2-async")
     build_model(tokenizer, hidden_size=32, layers=1, seed=0).save_pretrained(folder)

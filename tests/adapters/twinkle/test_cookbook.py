@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import runpy
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("twinkle.sampler", reason="needs twinkle-kit==0.5.1 (run .ci/twinkle)")
 
-SCRIPT = Path(__file__).resolve().parents[3] / "cookbook" / "twinkle_grpo" / "short_math_admission.py"
 STEPS, BATCH, EXTRA, G = 6, 4, 4, 8
 
 
 @pytest.fixture(scope="module")
 def cookbook():
-    return runpy.run_path(str(SCRIPT), run_name="cookbook")
+    return runpy.run_module("cookbook.twinkle_grpo.short_math_admission", run_name="cookbook")
 
 
 def run(cookbook, gate_on):

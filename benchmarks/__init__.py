@@ -1,0 +1,1 @@
+"""The benchmarks: each runs by name from the repository root (``python -m benchmarks.<bench>``)."""

@@ -1,0 +1,1 @@
+"""The cookbook: recipes run by name from the repository root (``python -m cookbook.<recipe>``)."""
