@@ -138,3 +138,35 @@ def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
 
     assert len(SHIMS) == len(calls)
     assert [] == warns
+
+
+def _deprecated_names() -> set[str]:
+    """What each ``deprecated()`` call in src names, bare: ``observe_round``, ``max_drop_ratio``..."""
+    calls = [
+        node
+        for path in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "deprecated"
+    ]
+    olds = [
+        arg.value
+        for call in calls
+        for arg in call.args[:1]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    ]
+    assert len(olds) == len(calls)  # every call names its old use literally
+    return {re.sub(r"^'?([\w.]+).*$", r"\1", old) for old in olds}
+
+
+def test_the_changelog_deprecates_each_name_once_until_the_one_removal_release() -> None:
+    """One ``### Deprecated`` entry per deprecated name, each stating DEPRECATIONS_REMOVED_IN."""
+    section = CHANGELOG.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    deprecated_section = section.split("### Deprecated", 1)[1].split("\n### ", 1)[0]
+    entries = [line for line in deprecated_section.splitlines() if line.startswith("- ")]
+    names = _deprecated_names()
+
+    assert len(names) == len(entries)
+    for name in names:
+        assert 1 == sum(f"{name}" in entry for entry in entries), name
+    for entry in entries:
+        assert f"until it is removed in {DEPRECATIONS_REMOVED_IN} " in entry, entry
