@@ -122,14 +122,19 @@ def test_a_deprecated_use_warns_at_the_callers_line_naming_the_removal(use: str)
     assert __file__ == deprecations[0].filename
 
 
-def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
-    """A new deprecation is one more call of ``deprecated()``, which this file must exercise."""
-    calls = [
+def _deprecated_calls() -> list[ast.Call]:
+    """Every call of ``deprecated()`` in src."""
+    return [
         node
         for path in SRC.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "deprecated"
     ]
+
+
+def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
+    """A new deprecation is one more call of ``deprecated()``, which this file must exercise."""
+    calls = _deprecated_calls()
     warns = [
         path.name
         for path in SRC.rglob("*.py")
@@ -142,12 +147,7 @@ def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
 
 def _deprecated_names() -> set[str]:
     """What each ``deprecated()`` call in src names, bare: ``observe_round``, ``max_drop_ratio``..."""
-    calls = [
-        node
-        for path in SRC.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "deprecated"
-    ]
+    calls = _deprecated_calls()
     olds = [
         arg.value
         for call in calls
@@ -167,6 +167,6 @@ def test_the_changelog_deprecates_each_name_once_until_the_one_removal_release()
 
     assert len(names) == len(entries)
     for name in names:
-        assert 1 == sum(f"{name}" in entry for entry in entries), name
+        assert 1 == sum(name in entry for entry in entries), name
     for entry in entries:
         assert f"until it is removed in {DEPRECATIONS_REMOVED_IN} " in entry, entry
