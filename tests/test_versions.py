@@ -122,19 +122,14 @@ def test_a_deprecated_use_warns_at_the_callers_line_naming_the_removal(use: str)
     assert __file__ == deprecations[0].filename
 
 
-def _deprecated_calls() -> list[ast.Call]:
-    """Every call of ``deprecated()`` in src."""
-    return [
+def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
+    """A new deprecation is one more call of ``deprecated()``, which this file must exercise."""
+    calls = [
         node
         for path in SRC.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "deprecated"
     ]
-
-
-def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
-    """A new deprecation is one more call of ``deprecated()``, which this file must exercise."""
-    calls = _deprecated_calls()
     warns = [
         path.name
         for path in SRC.rglob("*.py")
@@ -145,28 +140,22 @@ def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
     assert [] == warns
 
 
-def _deprecated_names() -> set[str]:
-    """What each ``deprecated()`` call in src names, bare: ``observe_round``, ``max_drop_ratio``..."""
-    calls = _deprecated_calls()
-    olds = [
-        arg.value
-        for call in calls
-        for arg in call.args[:1]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-    ]
-    assert len(olds) == len(calls)  # every call names its old use literally
-    return {re.sub(r"^'?([\w.]+).*$", r"\1", old) for old in olds}
+def _warned_name(use: str) -> str:
+    """The name a deprecated use's warning gives, bare: ``observe_round``, ``max_drop_ratio``..."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SHIMS[use]()
+    message = next(str(warning.message) for warning in caught if warning.category is DeprecationWarning)
+    return re.sub(r"^'?([\w.]+).*$", r"\1", message.split(" is deprecated", 1)[0])
 
 
-def test_the_changelog_deprecates_each_name_once_until_the_one_removal_release() -> None:
-    """One ``### Deprecated`` entry per deprecated name, each stating DEPRECATIONS_REMOVED_IN."""
+def test_the_changelog_deprecates_every_warned_name_until_the_one_removal_release() -> None:
+    """Every name a shim warns about has a ``### Deprecated`` entry stating DEPRECATIONS_REMOVED_IN."""
     section = CHANGELOG.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
     deprecated_section = section.split("### Deprecated", 1)[1].split("\n### ", 1)[0]
     entries = [line for line in deprecated_section.splitlines() if line.startswith("- ")]
-    names = _deprecated_names()
+    names = {_warned_name(use) for use in SHIMS}
 
-    assert len(names) == len(entries)
-    for name in names:
-        assert 1 == sum(name in entry for entry in entries), name
-    for entry in entries:
-        assert f"until it is removed in {DEPRECATIONS_REMOVED_IN} " in entry, entry
+    assert [] == sorted(name for name in names if not any(name in entry for entry in entries))
+    assert [] == [entry for entry in entries if not any(name in entry for name in names)]
+    assert [] == [entry for entry in entries if REMOVAL.findall(entry) != [DEPRECATIONS_REMOVED_IN]]
