@@ -140,3 +140,24 @@ def test_every_deprecation_in_src_is_a_shim_called_above() -> None:
 
     assert len(SHIMS) == len(calls)
     assert [] == warns
+
+
+def _warned_name(use: str) -> str:
+    """The name a deprecated use's warning gives, bare: ``observe_round``, ``max_drop_ratio``..."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SHIMS[use]()
+    message = next(str(warning.message) for warning in caught if warning.category is DeprecationWarning)
+    return re.sub(r"^'?([\w.]+).*$", r"\1", message.split(" is deprecated", 1)[0])
+
+
+def test_the_changelog_deprecates_every_warned_name_until_the_one_removal_release() -> None:
+    """Every name a shim warns about has a ``### Deprecated`` entry stating DEPRECATIONS_REMOVED_IN."""
+    section = CHANGELOG.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    deprecated_section = section.split("### Deprecated", 1)[1].split("\n### ", 1)[0]
+    entries = [line for line in deprecated_section.splitlines() if line.startswith("- ")]
+    names = {_warned_name(use) for use in SHIMS}
+
+    assert [] == sorted(name for name in names if not any(name in entry for entry in entries))
+    assert [] == [entry for entry in entries if not any(name in entry for name in names)]
+    assert [] == [entry for entry in entries if REMOVAL.findall(entry) != [DEPRECATIONS_REMOVED_IN]]
