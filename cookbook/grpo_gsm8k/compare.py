@@ -28,7 +28,10 @@ from cookbook.grpo_gsm8k.config import PLAIN_GRPO, TrainConfig
 if TYPE_CHECKING:
     from multiprocessing import Queue
 
-    from cookbook.grpo_gsm8k.train import RunResult
+    from cookbook.grpo_gsm8k.report import RunResult
+
+#: The training function the baseline runs (``train.train``, passed in: train.py imports this module).
+Train = Callable[[TrainConfig], "RunResult"]
 
 __all__ = ["Baseline", "baseline_config", "comparison", "format_comparison", "write_comparison_plot"]
 
@@ -47,11 +50,9 @@ def baseline_config(config: TrainConfig) -> TrainConfig:
     )
 
 
-def _train_quietly(config: TrainConfig, results: Queue[Any]) -> None:
+def _train_quietly(config: TrainConfig, train: Train, results: Queue[Any]) -> None:
     """The baseline's process: one thread, no step lines; the result (or the error) goes in ``results``."""
     import torch
-
-    from cookbook.grpo_gsm8k.train import train
 
     torch.set_num_threads(1)  # the two runs are the parallelism
     try:
@@ -64,11 +65,13 @@ def _train_quietly(config: TrainConfig, results: Queue[Any]) -> None:
 class Baseline:
     """The baseline run, in a process of its own from construction to :meth:`result`."""
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: TrainConfig, train: Train) -> None:
         self.config = baseline_config(config)
         context = multiprocessing.get_context("spawn")
         self._results: Queue[Any] = context.Queue()
-        self._process = context.Process(target=_train_quietly, args=(self.config, self._results), daemon=True)
+        self._process = context.Process(
+            target=_train_quietly, args=(self.config, train, self._results), daemon=True
+        )
         self._process.start()
 
     def result(self) -> RunResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JsonlLog",
+    "RunResult",
     "StepLines",
     "curves_figure",
     "format_legend",
@@ -29,6 +31,20 @@ __all__ = [
     "summarise",
     "write_plot",
 ]
+
+
+@dataclass
+class RunResult:
+    """What a run produced: one record per step, the summary, and where the files are."""
+
+    steps: list[dict[str, Any]]
+    summary: dict[str, Any]
+    output_dir: Path
+    eval_accuracy: dict[str, float] = field(default_factory=dict)
+    #: held-out accuracy by generated samples: ``{"step", "samples", "accuracy"}`` per evaluation
+    eval_curve: list[dict[str, float]] = field(default_factory=list)
+    initial_checksum: float = 0.0
+    final_checksum: float = 0.0
 
 
 def on_a_terminal() -> bool:

@@ -18,7 +18,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from cookbook.grpo_gsm8k.recipe import (
 )
 from cookbook.grpo_gsm8k.report import (
     JsonlLog,
+    RunResult,
     StepLines,
     format_summary,
     start_prometheus,
@@ -62,20 +63,6 @@ from cookbook.grpo_gsm8k.update import chunks, update_policy
 from group_admission import AdmissionSession, RejectionReason
 
 __all__ = ["RunResult", "main", "train", "update_policy"]
-
-
-@dataclass
-class RunResult:
-    """What a run produced: one record per step, the summary, and where the files are."""
-
-    steps: list[dict[str, Any]]
-    summary: dict[str, Any]
-    output_dir: Path
-    eval_accuracy: dict[str, float] = field(default_factory=dict)
-    #: held-out accuracy by generated samples: ``{"step", "samples", "accuracy"}`` per evaluation
-    eval_curve: list[dict[str, float]] = field(default_factory=list)
-    initial_checksum: float = 0.0
-    final_checksum: float = 0.0
 
 
 @torch.no_grad()
@@ -374,7 +361,7 @@ def _run(config: TrainConfig) -> tuple[RunResult, RunResult | None]:
     if not config.baseline:
         return train(config), None
     torch.set_num_threads(1)  # two runs on two cores: one thread each
-    baseline = Baseline(config)
+    baseline = Baseline(config, train)
     try:
         result = train(config)
         return result, baseline.result()
