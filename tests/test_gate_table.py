@@ -111,7 +111,7 @@ class TestAddedRow:
             scalar, batch = _decisions(MeanCapConfig(max_reward_mean=0.7), GROUPS)
 
         assert ["redundant", None, "exact_dead", None] == [d.primary_rejection_reason for d in scalar]
-        assert ["redundant", None, "exact_dead", None] == batch.primary_reasons()
+        assert ["redundant", None, "exact_dead", None] == batch.primary_reasons.tolist()
 
     def test_the_explainer_and_the_config_read_it(self, mean_cap: CheckTable) -> None:
         on, off = MeanCapConfig(max_reward_mean=0.7), MeanCapConfig()

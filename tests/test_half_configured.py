@@ -60,10 +60,22 @@ def test_the_advice_is_a_working_configuration() -> None:
     advised = SessionConfig.preset("recommended", policy={"gate_on": ["accuracy"]})
     with warnings.catch_warnings():
         warnings.simplefilter("error", HalfConfiguredWarning)  # the advice itself is whole
-        session = advised.session()
+        advised.session()
+        budget = SamplingBudgetConfig.for_target(8, max_resample_rounds=4)
 
     assert not GroupAdmissionPolicy(advised.policy).evaluate(PHANTOM).admitted
-    assert session.controller.config.max_extra_groups > 0
+    assert budget.max_extra_groups > 0
+    assert budget.max_resample_rounds == 4
+
+
+def test_the_budget_advice_names_the_caps_that_follow_the_target() -> None:
+    with pytest.warns(HalfConfiguredWarning) as caught:
+        SamplingBudgetConfig(max_resample_rounds=3)
+
+    (warning,) = caught
+    assert str(warning.message).endswith(
+        "SamplingBudgetConfig.for_target(target_groups, max_resample_rounds=3)"
+    )
 
 
 def test_rounds_without_extra_groups_warn() -> None:
@@ -85,7 +97,10 @@ def test_rounds_without_extra_groups_warn() -> None:
         lambda: SamplingBudgetConfig(max_extra_groups=8, max_resample_rounds=2),
         # Extra groups without rounds: a streaming plan launches them in its first round.
         lambda: SamplingBudgetConfig(max_extra_groups=8),
-        lambda: SessionConfig.preset("recommended", budget={"max_resample_rounds": 4}),
+        lambda: SessionConfig.preset(
+            "recommended", budget={"max_resample_rounds": 4, "max_extra_groups": 16}
+        ),
+        lambda: SamplingBudgetConfig.for_target(8, max_resample_rounds=4),
         lambda: SessionConfig.preset("zero_std"),
     ],
 )

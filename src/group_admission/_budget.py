@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from ._exceptions import recommended_instead, warn_half_configured
+from ._exceptions import warn_half_configured
 from ._loading import MappingConfig, coerce_config
 from ._planning import binomial_groups_needed, check_tokens_per_group, groups_expected, groups_within
 from ._plans import BudgetLimit, PlanBase, size_plan
@@ -138,8 +138,12 @@ class SamplingBudgetConfig(MappingConfig):
             problem = f"'max_resample_rounds' is {rounds} but 'max_extra_groups_per_round' is 0"
         else:
             return []
-        advice = recommended_instead(budget={"max_resample_rounds": rounds})
-        return [f"{problem}, so no group is ever resampled: set it, or {advice}"]
+        # The recommended preset resamples nothing (the bench's choice), so the advice for a
+        # budget is the caps that follow a step's target, not the preset.
+        advice = f"SamplingBudgetConfig.for_target(target_groups, max_resample_rounds={rounds})"
+        return [
+            f"{problem}, so no group is ever resampled: set it, or size the caps from the target, {advice}"
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as a plain, YAML- and JSON-safe dict."""

@@ -104,7 +104,8 @@ class HalfConfiguredWarning(UserWarning):
     ``gate_on`` with every reward gate at 0 (every group is admitted, an all-wrong group with
     shaping spread too), or a budget with resample rounds but no extra groups (or extra
     groups but no rounds: nothing is ever resampled). The message names what is off and
-    points to the recommended configuration, ``SessionConfig.preset("recommended", ...)``.
+    points to a whole configuration: ``SessionConfig.preset("recommended", ...)`` for a
+    policy, ``SamplingBudgetConfig.for_target(...)`` for a budget (the preset resamples nothing).
     Each message is given once per process.
 
     .. versionadded:: 0.2.0
