@@ -109,3 +109,4 @@ def test_the_recommended_block_in_sampler_kwargs_builds_the_session(tq) -> None:
     assert sampler.session.policy.config == config.policy
     assert sampler.settings.loss_scale == config.loss_scale
     assert sampler.settings.gen_batch_size == 2
+    assert sampler.settings.history == dict(config.history or {})  # the preset's history: verl's prompts are picked
