@@ -98,9 +98,22 @@ def test_an_unknown_loss_scale_is_refused_naming_the_setting() -> None:
         VerlAdmissionSettings.from_mapping({"loss_scale": "token-mean"})
 
 
+def test_the_recommended_block_fills_the_prompt_history() -> None:
+    """The preset's history section is the sampler's ``history``, unless the block sets it to ``None``."""
+    block = {"preset": "recommended", "policy": {"gate_on": ["acc"]}}
+
+    settings = VerlAdmissionSettings.from_mapping(block)
+
+    assert settings.history == dict(SessionConfig.from_mapping(block).history or {})
+    assert settings.history
+    assert VerlAdmissionSettings.from_mapping({**block, "history": None}).history is None
+
+
 def test_the_recommended_block_in_sampler_kwargs_builds_the_session(tq) -> None:
     """``sampler_kwargs`` carries a SessionConfig block beside the sampler's own keys."""
-    block = {"preset": "recommended", "policy": {"gate_on": ["acc"]}}
+    # history: None keeps verl's own sampler (the prompt sampler needs verl's PPOTrainer,
+    # which tests/adapters/verl/test_prompt_history.py runs).
+    block = {"preset": "recommended", "policy": {"gate_on": ["acc"]}, "history": None}
     config = SessionConfig.from_mapping(block)
 
     sampler = make_sampler(lambda count: count, **block, gen_batch_size=2)
@@ -109,4 +122,4 @@ def test_the_recommended_block_in_sampler_kwargs_builds_the_session(tq) -> None:
     assert sampler.session.policy.config == config.policy
     assert sampler.settings.loss_scale == config.loss_scale
     assert sampler.settings.gen_batch_size == 2
-    assert sampler.settings.history == dict(config.history or {})  # the preset's history: verl's prompts are picked
+    assert sampler.settings.history is None
