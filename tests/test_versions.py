@@ -101,6 +101,15 @@ def _legacy_observe() -> None:
     )
 
 
+def _trl_last_step_report() -> None:
+    from types import SimpleNamespace
+
+    from group_admission.adapters.trl import AdmissionGRPOTrainer
+
+    # The property as a trainer runs it, on a stand-in: a trainer needs a model to build.
+    AdmissionGRPOTrainer.last_step_report.fget(SimpleNamespace(last_report=None))
+
+
 #: Every deprecated use, called as a user calls it.
 SHIMS: dict[str, Callable[[], Any]] = {
     "GroupAdmissionDecision.reasons": lambda: GroupAdmissionPolicy().evaluate([0, 1]).reasons,
@@ -109,6 +118,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "RollAgenticSettings(max_drop_ratio=)": lambda: RollAgenticSettings(max_drop_ratio=0.25),
     "RollAgenticSettings.max_drop_ratio": lambda: RollAgenticSettings().max_drop_ratio,
     "adapters.slime.ConsecutiveFailedGroupsError": lambda: slime_adapter.ConsecutiveFailedGroupsError,
+    "AdmissionGRPOTrainer.last_step_report": _trl_last_step_report,
 }
 
 

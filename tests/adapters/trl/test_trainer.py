@@ -127,6 +127,10 @@ class TestTraining:
         assert logs[-1]["effective_rate"] == trainer.admission_session.last_plan.effective_rate
         report = trainer.last_report.metrics()
         assert {k: float(v) for k, v in report.items()} == {k: logs[-1][k] for k in report}
+        with pytest.warns(
+            DeprecationWarning, match=r"last_step_report is deprecated .* 0\.3\.0: use last_report"
+        ):
+            assert trainer.last_step_report is trainer.last_report
 
     def test_an_all_dead_stream_exhausts_the_budget_explicitly(self, tiny_model: str, tmp_path: Path) -> None:
         budget = {"max_extra_groups": 4, "max_resample_rounds": 2}

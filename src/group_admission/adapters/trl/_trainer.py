@@ -30,6 +30,7 @@ from .._kit import (
     PromptId,
     admission_step,
     chunk,
+    deprecated,
     history_metrics,
     restored_history,
     session_config_of,
@@ -123,6 +124,12 @@ class AdmissionMixin(HoldsAdmission, _Base):  # type: ignore[misc]  # TRL is not
     def admission_session(self) -> AdmissionSession:
         """The :class:`AdmissionSession` that judges, counts and plans (also :attr:`session`)."""
         return self.admission.session
+
+    @property
+    def last_step_report(self) -> StepReport | None:
+        """Deprecated: :attr:`last_report`, the name every adapter uses."""
+        deprecated("AdmissionGRPOTrainer.last_step_report", "use last_report")
+        return self.last_report
 
     def _check_gate_on(self, gate_on: tuple[str, ...] | None) -> None:
         names = list(self.reward_func_names)
