@@ -86,9 +86,19 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], *, source: str = "map
     return cls(**dict(mapping))
 
 
-def coerce_config(cls: type[T], value: object, *, name: str = "config", optional: bool = True) -> T:
+def coerce_config(
+    cls: type[T],
+    value: object,
+    *,
+    name: str = "config",
+    optional: bool = True,
+    build: Callable[[Mapping[str, Any]], T] | None = None,
+) -> T:
     """
     Accept a config instance, a mapping of its fields, or (when ``optional``) ``None``: the defaults.
+
+    ``build`` reads a mapping where the class has its own reader (``SessionConfig``'s
+    ``preset``); by default the mapping must hold ``cls``'s fields.
 
     Raises:
         TypeError: ``value`` is none of these; the message offers ``None`` only when it is accepted.
@@ -96,6 +106,8 @@ def coerce_config(cls: type[T], value: object, *, name: str = "config", optional
     if value is None and optional:
         return cls()
     if isinstance(value, Mapping):
+        if build is not None:
+            return build(value)
         return from_mapping(cls, value, source=f"{cls.__name__} mapping")
     if not isinstance(value, cls):
         accepted = ", a mapping or None" if optional else " or a mapping of its fields"

@@ -56,18 +56,6 @@ _FORMAT = StateFormat("the stream", "state_dict()", _KEYS, tag=FORMAT, version=V
 _fail = _FORMAT.fail
 
 
-def _config(value: object) -> SessionConfig:
-    """A ``SessionConfig`` as given, or built by its own ``from_mapping`` (which reads ``preset``)."""
-    if value is None:
-        return SessionConfig()
-    if isinstance(value, SessionConfig):
-        return value
-    if isinstance(value, Mapping):
-        return SessionConfig.from_mapping(value)
-    msg = f"'config' must be a SessionConfig, a mapping or None (got {describe(value)})"
-    raise TypeError(msg)
-
-
 def _windowed(config: SessionConfig, window_groups: int) -> SessionConfig:
     """
     ``config`` with a window's budget: its own, or ``for_target(window_groups)`` when left at the defaults.
@@ -117,7 +105,9 @@ class AdmissionStream:
         rank: int = 0,
     ) -> None:
         self._settings = coerce_config(StreamSettings, stream, name="stream")
-        self._config = _windowed(_config(config), self._settings.window_groups)
+        # SessionConfig reads its own mappings: a ``preset`` fills the sections it names.
+        session_config = coerce_config(SessionConfig, config, build=SessionConfig.from_mapping)
+        self._config = _windowed(session_config, self._settings.window_groups)
         self._session = self._config.session(host=host)
         size = None if group_size is None else check_count(group_size, "group_size", 1)
         self._history = None if size is None else self._config.prompt_history(size, seed=seed, rank=rank)
