@@ -25,6 +25,7 @@ __all__ = [
     "DIAGNOSTIC_ARMS",
     "KNOWN_ARMS",
     "PROFILES",
+    "RATE_ORACLE_ARMS",
     "Arm",
     "Profile",
     "profile_for",
@@ -62,6 +63,12 @@ class Arm:
         preset: Build the session (and the prompt history) from this
             ``SessionConfig`` preset, gated on the outcome; ``admission``, ``budget``,
             ``history`` and ``loss_scale`` are then read from it.
+        rate_bound: Know each offered prompt's pass rate (measured, not charged) and skip
+            it when its group's chance of outcome spread is below this bound: the limit of
+            pre-generation prediction (``limits.py``; a measurement, not a strategy).
+        rate_stop: With ``rate_bound``, also decode each group member by member and stop
+            it when the chance that the rest break its tie falls below the bound (its
+            decoded members charged): the limit of screening with a pilot.
     """
 
     name: str
@@ -76,6 +83,8 @@ class Arm:
     oracle: bool = False
     budget_share: float = 1.0
     preset: str | None = None
+    rate_bound: float | None = None
+    rate_stop: bool = False
 
     def resolved(self) -> Arm:
         """This arm with a preset's settings spelled out (itself when it has none)."""
@@ -108,6 +117,8 @@ class Arm:
             "oracle": self.oracle,
             "budget_share": self.budget_share,
             "preset": self.preset,
+            "rate_bound": self.rate_bound,
+            "rate_stop": self.rate_stop,
         }
 
 
@@ -215,7 +226,25 @@ DIAGNOSTIC_ARMS: tuple[Arm, ...] = (
         )
     ),
 )
-KNOWN_ARMS: dict[str, Arm] = {arm.name: arm for arm in (*ARMS, *DIAGNOSTIC_ARMS)}
+# The limits of prediction (``limits.py``): measurements, run when named.
+RATE_ORACLE_ARMS: tuple[Arm, ...] = (
+    Arm(
+        "rate_oracle",
+        "skips a prompt whose chance of spread is below 0.1, knowing its pass rate (limit of prediction)",
+        admission=GATE_ON_OUTCOME,
+        loss_scale="target",
+        rate_bound=0.1,
+    ),
+    Arm(
+        "rate_oracle_stop",
+        "rate_oracle that also stops a group member by member at the same bound (limit of a pilot)",
+        admission=GATE_ON_OUTCOME,
+        loss_scale="target",
+        rate_bound=0.1,
+        rate_stop=True,
+    ),
+)
+KNOWN_ARMS: dict[str, Arm] = {arm.name: arm for arm in (*ARMS, *DIAGNOSTIC_ARMS, *RATE_ORACLE_ARMS)}
 
 
 @attrs.frozen
@@ -236,6 +265,7 @@ class Profile:
         warm_lr, warm_max_steps: The supervised warm start's learning rate and step cap.
         warm_target: Per task, the validation greedy accuracy at which the warm start stops.
         pick_window: Candidates offered to ``pick_prompts`` at once.
+        rate_samples: Completions that measure a prompt's pass rate for the rate oracle.
         device: ``"cpu"`` or ``"cuda"``.
         workers: Runs in parallel by default.
         seeds: Seeds by default.
@@ -260,6 +290,7 @@ class Profile:
     warm_max_steps: int = 1500
     warm_target: Mapping[str, float] = attrs.field(factory=lambda: {"neutral": 0.33, "conflict": 0.40})
     pick_window: int = 24
+    rate_samples: int = 64
     device: str = "cpu"
     workers: int = 2
     seeds: int = 5

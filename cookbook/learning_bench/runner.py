@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from cookbook.learning_bench.arms import Arm, Profile
+from cookbook.learning_bench.limits import pass_rates, spread_chance, stop_points
 from cookbook.learning_bench.model import Policy, advantages, greedy_accuracy, group_std, policy_loss
 from cookbook.learning_bench.rollout import Group, decode, group_scores, new_group, tick
 from cookbook.learning_bench.task import Split, Task, prompt_tokens
@@ -92,6 +93,9 @@ class Counts:
     session_decoded_tokens: int = 0
     decode_ticks: int = 0
     oracle_skipped: int = 0
+    stopped: int = 0
+    stopped_informative: int = 0
+    stopped_tokens: int = 0
     loss_scale_sum: float = 0.0
 
 
@@ -116,6 +120,8 @@ class Run:
     #: When a list, every judged group's ``(step, prompt id, successes, members, tokens)``
     #: (for the offline study of predictors, ``predictors.py``).
     visits: list[tuple[int, int, int, int, int]] | None = None
+    #: The rate oracle's latest pass rate of each prompt it was offered.
+    rates: dict[int, float] = attrs.field(factory=dict)
     carried: list[Group] = attrs.field(factory=list)
     rejected: list[Group] = attrs.field(factory=list)  # this step's, for an arm with a padded loss
     counts: Counts = attrs.field(factory=Counts)
@@ -190,10 +196,14 @@ class Run:
         kept: list[Group] = []
         wanted = self.profile.target_groups
         while wanted:
-            groups = self.launch(self.stream.take(wanted))
+            rated = self.arm.rate_bound is not None
+            items = self.rate_pick(wanted, step) if rated else self.stream.take(wanted)
+            groups = self.launch(items)
             decoded = decode(self.policy, groups, step)
             if self.arm.oracle:
                 groups, decoded = self.oracle_filter(groups)
+            elif self.arm.rate_stop:
+                groups, decoded = self.rate_stop(groups)
             self.counts.tokens += decoded
             kept += self.judge_round(groups, decoded) if groups else []
             wanted = self.session.plan(num_generations=self.profile.members).extra_groups
@@ -205,6 +215,57 @@ class Run:
         kept = [g for g, s in zip(groups, spread.tolist(), strict=True) if s]
         self.counts.oracle_skipped += len(groups) - len(kept)
         return kept, sum(g.decoded_tokens for g in kept)
+
+    def rate_pick(self, wanted: int, step: int) -> list[tuple[int, int]]:
+        """
+        ``wanted`` prompts whose groups' chance of spread, from their pass rates, is at least the bound.
+
+        The others are skipped (their groups measured by common random numbers, never charged);
+        after a whole pool's worth of offers the step ends short.
+        """
+        picked: list[tuple[int, int]] = []
+        offered = 0
+        while len(picked) < wanted and offered <= len(self.split.pool):
+            items = self.stream.take(wanted - len(picked))
+            offered += len(items)
+            keys = [(int(self.task.shows_step), epoch, prompt) for prompt, epoch in items]
+            rates = pass_rates(
+                self.policy,
+                self.task,
+                [p for p, _ in items],
+                samples=self.profile.rate_samples,
+                seed=self.seed,
+                keys=keys,
+            )
+            chance = spread_chance(rates, self.profile.members)
+            keep = (chance >= cast("float", self.arm.rate_bound)).tolist()
+            self.rates.update({p: float(r) for (p, _), r in zip(items, rates.tolist(), strict=True)})
+            picked += [item for item, k in zip(items, keep, strict=True) if k]
+            self.counterfactual([item for item, k in zip(items, keep, strict=True) if not k], step)
+        return picked
+
+    def rate_stop(self, groups: list[Group]) -> tuple[list[Group], int]:
+        """
+        The groups decoded whole, and their tokens.
+
+        A group stopped member by member (its tie unlikely to break) is charged for the
+        members decoded before the stop, as a pilot, and neither judged nor trained on.
+        """
+        outcomes = self.rewards(groups)["outcome"]
+        stops = stop_points(
+            outcomes, np.array([self.rates[g.prompt_id] for g in groups]), cast("float", self.arm.rate_bound)
+        )
+        whole = [g for g, k in zip(groups, stops.tolist(), strict=True) if k == self.profile.members]
+        pilot = 0
+        for group, k, spread in zip(groups, stops.tolist(), (group_std(outcomes) > 0).tolist(), strict=True):
+            if k < self.profile.members:
+                pilot += int(group.progress[:k].sum())
+                self.counts.stopped += 1
+                self.counts.stopped_informative += int(spread)
+        self.counts.stopped_tokens += pilot
+        self.counts.tokens += pilot
+        self.session.charge(pilot, kind="pilot")
+        return whole, sum(g.decoded_tokens for g in whole)
 
     def history_step(self, step: int) -> list[Group]:
         """A step of rounds whose prompts ``session.pick_prompts`` chooses with the history."""
