@@ -32,7 +32,7 @@ from cookbook.learning_bench.report import format_tables, runs_from_summary, sum
 from cookbook.learning_bench.task import TASKS, Split, Task, make_split
 from cookbook.pool import cpu_seconds, run_pool
 
-__all__ = ["main", "run_bench", "warm_table"]
+__all__ = ["main", "resummarise", "run_bench", "warm_table"]
 
 WARM_SEED = 0  # one warm start per task, shared by every arm and seed
 #: A finished run's progress line (a template of its record).
@@ -218,13 +218,48 @@ def summarise(
     return summary
 
 
-def resummarise(report: dict[str, Any]) -> dict[str, Any]:
-    """A published report summarised again by this code, from its own per-run records."""
-    arms = [arm["name"] for arm in report["setup"]["arms"]]
-    for name, task in report["tasks"].items():
-        extras = {key: task[key] for key in ("heldout_size", "warm_start", "warm_table")}
-        report["tasks"][name] = summarise(runs_from_summary(task, name), name, arms, extras)
-    return report
+def resummarise(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """
+    Published reports summarised again by this code, from their own per-run records.
+
+    Several reports of one profile and warm start become one, their runs together: arms
+    measured later (a limit, a diagnostic) are paired seed by seed with the runs already
+    published. A run in two reports, another profile or another warm start is refused.
+    """
+    first = reports[0]
+    merged: dict[str, Any] = {"setup": dict(first["setup"]), "tasks": {}, "timing": dict(first["timing"])}
+    arms: dict[str, Any] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for report in reports:
+        profile, base = report["setup"]["profile"], first["setup"]["profile"]
+        if any(profile[key] != base[key] for key in profile.keys() & base.keys() - {"arms", "long_arms"}):
+            raise SystemExit("--resummarise: the reports ran different profiles")
+        arms |= {arm["name"]: arm for arm in report["setup"]["arms"] if arm["name"] not in arms}
+        for name, task in report["tasks"].items():
+            held = merged["tasks"].setdefault(name, task)
+            if _untimed(held["warm_start"]) != _untimed(task["warm_start"]):
+                raise SystemExit(f"--resummarise: the reports' warm starts of {name!r} differ")
+            known = {(r["arm"], r["seed"]) for r in runs.get(name, [])}
+            new = runs_from_summary(task, name)
+            if known & {(r["arm"], r["seed"]) for r in new}:
+                raise SystemExit(f"--resummarise: a run of {name!r} is in two reports")
+            runs.setdefault(name, []).extend(new)
+    for name, task_runs in runs.items():
+        extras = {key: merged["tasks"][name][key] for key in ("heldout_size", "warm_start", "warm_table")}
+        merged["tasks"][name] = summarise(task_runs, name, list(arms), extras)
+    merged["setup"]["arms"] = list(arms.values())
+    merged["setup"]["runs_left_out"] = sum(r["setup"]["runs_left_out"] for r in reports)
+    merged["setup"]["seeds"] = {
+        arm: sorted({r["seed"] for task_runs in runs.values() for r in task_runs if r["arm"] == arm})
+        for arm in arms
+    }
+    merged["timing"]["run_cpu_s"] = sum(r["timing"]["run_cpu_s"] for r in reports)
+    return merged
+
+
+def _untimed(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` without its timings (they differ between runs of the same computation)."""
+    return {key: value for key, value in record.items() if key not in ("wall_s", "cpu_s")}
 
 
 def _gate(gain: Mapping[str, float | None]) -> dict[str, Any]:
@@ -296,7 +331,11 @@ def _parser() -> argparse.ArgumentParser:
         help="start no run later than this many seconds (default: none)",
     )
     parser.add_argument(
-        "--resummarise", metavar="JSON", default=None, help="rebuild the summary, tables and plot of a report"
+        "--resummarise",
+        metavar="JSON",
+        nargs="+",
+        default=None,
+        help="rebuild the summary, tables and plot of a report (of several: their runs together)",
     )
     return parser
 
@@ -305,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse the flags, run the bench, write and print the report."""
     args = _parser().parse_args(argv)
     if args.resummarise:
-        report = resummarise(json.loads(Path(args.resummarise).read_text()))
+        report = resummarise([json.loads(Path(p).read_text()) for p in args.resummarise])
         _write(report, Path(args.out))
         return report
     profile = profile_for(args.device, quick=args.quick)

@@ -121,9 +121,36 @@ def test_a_report_summarised_again_is_the_same_report(quick: dict[str, Any]) -> 
     from cookbook.learning_bench.learning_bench import resummarise
 
     report = json.loads((quick["out"] / "learning_bench.json").read_text())
-    again = resummarise(json.loads((quick["out"] / "learning_bench.json").read_text()))
+    again = resummarise([json.loads((quick["out"] / "learning_bench.json").read_text())])
 
     assert again == report
+
+
+def _only(report: dict[str, Any], arms: set[str]) -> dict[str, Any]:
+    """A copy of ``report`` that ran only ``arms``."""
+    part = json.loads(json.dumps(report))
+    part["setup"]["arms"] = [a for a in part["setup"]["arms"] if a["name"] in arms]
+    for task in part["tasks"].values():
+        task["arms"] = {name: s for name, s in task["arms"].items() if name in arms}
+    return part
+
+
+def test_reports_of_one_profile_summarised_together_pair_their_runs(quick: dict[str, Any]) -> None:
+    from cookbook.learning_bench.learning_bench import resummarise
+
+    report = json.loads((quick["out"] / "learning_bench.json").read_text())
+    later = {"oracle_skip", "recommended"}
+    first, second = _only(report, set(ARM_NAMES) - later), _only(report, later)
+    together = resummarise([first, second])
+
+    assert together["tasks"] == report["tasks"]  # pairs, ratios to the oracle and to plain, as if run at once
+    assert {a["name"] for a in together["setup"]["arms"]} == set(ARM_NAMES)
+    with pytest.raises(SystemExit, match="in two reports"):
+        resummarise([first, _only(report, {"plain"})])
+    other = json.loads(json.dumps(second))
+    other["setup"]["profile"]["lr"] = 1.0
+    with pytest.raises(SystemExit, match="different profiles"):
+        resummarise([first, other])
 
 
 def _runs(quick: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -430,7 +457,7 @@ def test_the_published_tables_are_the_published_results() -> None:
     page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
     rows = [line for line in format_tables(report).splitlines() if line.startswith("| ")]
 
-    assert resummarise(json.loads(text)) == report  # summarised by the code that is here
+    assert resummarise([json.loads(text)]) == report  # summarised by the code that is here
     assert len(rows) > 50
     assert [row for row in rows if row not in page] == []
     assert (root / "docs" / "evidence" / "learning_bench.png").stat().st_size > 10_000

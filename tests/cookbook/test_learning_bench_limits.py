@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -13,8 +15,10 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from cookbook.learning_bench.arms import KNOWN_ARMS, PROFILES  # noqa: E402
+from cookbook.learning_bench.learning_bench import resummarise  # noqa: E402
 from cookbook.learning_bench.limits import pass_rates, spread_chance, stop_points  # noqa: E402
 from cookbook.learning_bench.model import build_policy, warm_start  # noqa: E402
+from cookbook.learning_bench.report import format_tables  # noqa: E402
 from cookbook.learning_bench.rollout import decode, group_scores, new_group  # noqa: E402
 from cookbook.learning_bench.runner import run_arm  # noqa: E402
 from cookbook.learning_bench.task import TASKS, make_split, prompt_tokens  # noqa: E402
@@ -132,3 +136,23 @@ def test_the_rate_oracle_charges_every_token_it_decodes_and_measures_its_skips(
         assert counts["stopped"] > 0
         assert counts["stopped_tokens"] > 0
         assert 0 <= counts["stopped_informative"] <= counts["stopped"]
+
+
+def test_the_published_limits_are_the_published_runs_paired_with_the_bench() -> None:
+    """docs/evidence.md shows the limit arms' rows as this code summarises the two published reports."""
+    root = Path(__file__).resolve().parents[2]
+    results = root / "cookbook" / "learning_bench" / "results"
+    reports = [
+        json.loads((results / name).read_text())
+        for name in ("learning_bench.json", "learning_bench_limits.json")
+    ]
+    together = resummarise(reports)
+    page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
+    rows = [line for line in format_tables(together).splitlines() if line.startswith("| rate_oracle")]
+    neutral = together["tasks"]["neutral"]["arms"]
+
+    assert len(rows) == 6  # two arms, three tables
+    assert [row for row in rows if row not in page] == []
+    for arm in ("rate_oracle", "rate_oracle_stop"):
+        assert neutral[arm]["seeds"] == neutral["plain"]["seeds"] == list(range(8))
+        assert neutral[arm]["ratio_to_reference_90pct"]["seeds"] == 8  # paired with plain seed by seed
