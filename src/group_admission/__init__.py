@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 
-from ._batch import BatchAdmissionResult
 from ._budget import (
     ResamplePlan,
     SamplingBudgetConfig,
@@ -19,7 +18,7 @@ from ._budget import (
     SamplingBudgetState,
 )
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._exceptions import (
     BudgetExhaustedError,
     CheckpointError,

@@ -15,9 +15,8 @@ from typing import Any, TypeAlias, overload
 import numpy as np
 
 from . import _checks
-from ._batch import BatchAdmissionResult
 from ._checks import Family
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._distributed import all_gather_snapshots
 from ._exceptions import CheckpointError
 from ._reasons import REASONS_BY_CODE, RejectionReason

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._drop_tracker import DropTracker
 from ._exceptions import ConsecutiveFailedGroupsError
 from ._history import PromptHistory, PromptId

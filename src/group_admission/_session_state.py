@@ -16,9 +16,8 @@ from typing import Any
 
 import attrs
 
-from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetController, SamplingBudgetState
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._drop_state import drops_state, restore_drops
 from ._drop_tracker import DropTracker
 from ._exceptions import CheckpointError, StepLifecycleError
