@@ -13,7 +13,6 @@ import numpy.typing as npt
 from . import _checks
 from ._config import GroupAdmissionConfig
 from ._decision import BatchAdmissionResult, GroupAdmissionDecision
-from ._gates import BatchStatistics, batch_reward_failures, batch_reward_statistics
 from ._inputs import (
     check_completions,
     check_group_keys,
@@ -22,7 +21,15 @@ from ._inputs import (
     external_reason_tuple,
     merge_rollouts,
 )
-from ._judge import Scorer, add_problem, judge_group, measure_similarity
+from ._judge import (
+    BatchStatistics,
+    Scorer,
+    add_problem,
+    batch_reward_failures,
+    batch_reward_statistics,
+    judge_group,
+    measure_similarity,
+)
 from ._reasons import (
     CHECK_INCONSISTENT_ROLLOUT,
     CHECK_MISSING_COMPLETION,
