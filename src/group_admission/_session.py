@@ -29,9 +29,10 @@ from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts
-from ._session_state import SessionParts, StepBook, restore_session, session_state
+from ._session_state import SessionParts, restore_session, session_state
 from ._session_types import AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._session_views import SessionViews
+from ._step_book import StepBook
 from ._streaming import StreamPlan
 from ._tokens import CHARGE_KINDS, TokenTally
 from ._validation import check_choice, check_count, describe

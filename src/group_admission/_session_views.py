@@ -18,7 +18,7 @@ from ._limits import DropLimits
 from ._loss_scale import LossScale
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
-from ._session_state import StepBook
+from ._step_book import StepBook
 from ._tokens import TokenTally
 
 __all__ = ["SessionViews"]
