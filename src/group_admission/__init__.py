@@ -39,8 +39,7 @@ from ._planning import binomial_groups_needed
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason
-from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
-from ._session_config import SessionConfig
+from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, SessionConfig, StepReport
 from ._similarity import ngram_jaccard
 from ._state_checks import parse_state
 from ._stream import AdmissionStream

@@ -19,6 +19,7 @@ from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._plans import PlanBase
 from ._session_types import StepReport
+from ._streaming import StreamPlan
 from ._tokens import TokenTally
 from ._validation import check_count
 
@@ -95,6 +96,16 @@ class StepBook:
         self.round_samples += samples
         self.round_tokens += tokens
 
+    def count_fallback(self, count: int) -> None:
+        """Count rejected groups the host trained on anyway, in the open step; outside a step, nowhere."""
+        if self.open:
+            self.stats.record_fallback(count)
+
+    def charge(self, kind: str, tokens: int) -> None:
+        """Count tokens decoded outside a judged group in the open step; outside a step, nowhere."""
+        if self.open:
+            self.charged = self.charged.add(kind, tokens)
+
     def fold_round(self, controller: SamplingBudgetController) -> SamplingBudgetState:
         """Close the round in progress: fold it into the step's budget state, and return that."""
         state = self.state
@@ -158,6 +169,63 @@ class StepBook:
             judged=self.stats.candidates,
         )
         self.call = call
+        return plan
+
+    def plan_round(
+        self,
+        controller: SamplingBudgetController,
+        num_generations: int | None,
+        estimated_tokens_per_group: float | None,
+    ) -> ResamplePlan:
+        """Close the round in progress and plan the next one (``AdmissionSession.plan``)."""
+        plan = self.run(self.round_call(num_generations, estimated_tokens_per_group), controller)
+        assert isinstance(plan, ResamplePlan)  # a round call plans rounds
+        self.plan = plan
+        return plan
+
+    def can_launch(
+        self,
+        controller: SamplingBudgetController,
+        wanted: int,
+        num_generations: int | None,
+        estimated_tokens_per_group: float | None,
+    ) -> bool:
+        """Whether ``wanted`` groups fit beside the round in progress (``AdmissionSession.can_launch``)."""
+        fits = controller.can_generate(
+            self.with_round(),
+            wanted,
+            target_groups=self.target,
+            num_generations=self.group_size(num_generations),
+            estimated_tokens_per_group=estimated_tokens_per_group,
+            new_round=not self.round.candidates,
+        )
+        self.call = self.round_call(num_generations, estimated_tokens_per_group)
+        return fits
+
+    def plan_stream(
+        self,
+        controller: SamplingBudgetController,
+        *,
+        in_flight: int,
+        num_generations: int | None,
+        confidence: float | None,
+        top_up_below: float,
+        race: float,
+        estimated_tokens_per_group: float | None,
+    ) -> StreamPlan:
+        """Launch, abort or wait, the round in progress unfolded (``AdmissionSession.stream_plan``)."""
+        call = PlanCall(
+            kind="stream",
+            judged=self.stats.candidates,
+            num_generations=num_generations,
+            estimated_tokens_per_group=estimated_tokens_per_group,
+            in_flight=in_flight,
+            confidence=confidence,
+            top_up_below=top_up_below,
+            race=race,
+        )
+        plan = self.run(call, controller)
+        assert isinstance(plan, StreamPlan)  # a stream call plans streams
         return plan
 
     def end(self, controller: SamplingBudgetController, scale: LossScale) -> StepReport:
