@@ -30,6 +30,7 @@ from ._limits import DropLimits, StepLabel, check_step_label
 from ._loading import MappingConfig, coerce_config, coerce_instance, from_mapping
 from ._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ._metrics import AdmissionStats
+from ._plan_call import PlanCall
 from ._policy import GroupAdmissionPolicy
 from ._presets import PRESETS, as_budget, as_limits, as_policy, history_fields, with_preset
 from ._prompt_plan import PromptPlan, plan_prompts
@@ -347,15 +348,17 @@ class AdmissionSession(SessionViews):
         """
         with self._lock:
             self._book.require("stream_plan")
-            return self._book.plan_stream(
-                self._controller,
-                in_flight=in_flight,
+            call = PlanCall(
+                kind="stream",
+                judged=self._book.stats.candidates,
                 num_generations=num_generations,
+                estimated_tokens_per_group=estimated_tokens_per_group,
+                in_flight=in_flight,
                 confidence=confidence,
                 top_up_below=top_up_below,
                 race=race,
-                estimated_tokens_per_group=estimated_tokens_per_group,
             )
+            return self._book.plan_stream(call, self._controller)
 
     def pick_prompts(
         self,

@@ -202,28 +202,8 @@ class StepBook:
         self.call = self.round_call(num_generations, estimated_tokens_per_group)
         return fits
 
-    def plan_stream(
-        self,
-        controller: SamplingBudgetController,
-        *,
-        in_flight: int,
-        num_generations: int | None,
-        confidence: float | None,
-        top_up_below: float,
-        race: float,
-        estimated_tokens_per_group: float | None,
-    ) -> StreamPlan:
-        """Launch, abort or wait, the round in progress unfolded (``AdmissionSession.stream_plan``)."""
-        call = PlanCall(
-            kind="stream",
-            judged=self.stats.candidates,
-            num_generations=num_generations,
-            estimated_tokens_per_group=estimated_tokens_per_group,
-            in_flight=in_flight,
-            confidence=confidence,
-            top_up_below=top_up_below,
-            race=race,
-        )
+    def plan_stream(self, call: PlanCall, controller: SamplingBudgetController) -> StreamPlan:
+        """Plan a stream call, the round in progress unfolded (``AdmissionSession.stream_plan``)."""
         plan = self.run(call, controller)
         assert isinstance(plan, StreamPlan)  # a stream call plans streams
         return plan
