@@ -23,7 +23,7 @@ from group_admission import (
 )
 from group_admission._checks import Bound, Check, CheckTable, GateCheck
 from group_admission._explain import explain_policy
-from group_admission._gates import STATISTICS, BatchStatistics
+from group_admission._judge import STATISTICS, BatchStatistics
 from strategies import configs, reward_matrices
 
 SHIPPED = _checks.TABLE

@@ -25,7 +25,8 @@ from group_admission import (
     StepLifecycleError,
 )
 from group_admission._plan_call import PlanCall
-from group_admission._session_state import SessionParts, StepBook
+from group_admission._session_state import SessionParts
+from group_admission._step_book import StepBook
 
 GATE = {"min_reward_std": 1e-6}
 LIVE, DEAD = [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 
-from ._batch import BatchAdmissionResult
 from ._budget import (
     ResamplePlan,
     SamplingBudgetConfig,
@@ -19,7 +18,7 @@ from ._budget import (
     SamplingBudgetState,
 )
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._exceptions import (
     BudgetExhaustedError,
     CheckpointError,
@@ -40,8 +39,7 @@ from ._planning import binomial_groups_needed
 from ._policy import GroupAdmissionPolicy
 from ._prompt_plan import PromptPlan, plan_prompts, prompts_needed
 from ._reasons import RejectionReason
-from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, StepReport
-from ._session_config import SessionConfig
+from ._session import AdmissionSession, AdmissionVerdict, BatchAdmissionVerdict, SessionConfig, StepReport
 from ._similarity import ngram_jaccard
 from ._state_checks import parse_state
 from ._stream import AdmissionStream

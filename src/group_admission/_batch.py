@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -12,8 +12,7 @@ import numpy.typing as npt
 
 from . import _checks
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
-from ._gates import BatchStatistics, batch_reward_failures, batch_reward_statistics
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._inputs import (
     check_completions,
     check_group_keys,
@@ -22,133 +21,29 @@ from ._inputs import (
     external_reason_tuple,
     merge_rollouts,
 )
-from ._judge import Scorer, add_problem, judge_group, measure_similarity
+from ._judge import (
+    BatchStatistics,
+    Scorer,
+    add_problem,
+    batch_reward_failures,
+    batch_reward_statistics,
+    judge_group,
+    measure_similarity,
+)
 from ._reasons import (
-    ADMITTED_CODE,
     CHECK_INCONSISTENT_ROLLOUT,
     CHECK_MISSING_COMPLETION,
     CHECK_MISSING_REWARD,
     CHECK_NON_FINITE_REWARD,
-    REASONS_BY_CODE,
-    RejectionReason,
 )
 from ._rewards import coerce_batch, is_torch_tensor
-from ._validation import deprecated, describe
+from ._validation import describe
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["BatchAdmissionResult", "evaluate_batch"]
-
-
-def _nan_to_none(value: float) -> float | None:
-    return None if math.isnan(value) else value
-
-
-@attrs.frozen(kw_only=True, eq=False)
-class BatchAdmissionResult:
-    """
-    The decisions of :meth:`GroupAdmissionPolicy.evaluate_batch`, as arrays over groups.
-
-    ``reason_codes[i]`` indexes :attr:`REASONS` (0 = admitted; see
-    :attr:`RejectionReason.code`). Statistics are NaN where they do not apply, exactly as
-    in :class:`GroupAdmissionDecision`. ``check_flags`` is a bit mask of failed gate checks
-    (see :attr:`CHECK_BITS`); ``external_reasons`` maps the index of each group that has
-    external reasons to them (other groups are absent). Every per-group value is an array
-    attribute (``admitted``, ``primary_reasons`` and the statistics); :meth:`decision` and
-    :meth:`decisions` build ordinary decision objects.
-
-    .. versionadded:: 0.1.0
-    """
-
-    #: ``REASONS[code]`` is the primary reason of a group with that code.
-    REASONS: ClassVar[tuple[RejectionReason | None, ...]] = REASONS_BY_CODE
-    #: The bit of each check in ``check_flags``, in ``failed_checks`` order. Bits are
-    #: append-only: a check added later takes a new bit and no bit moves.
-    #: ``mean_outside_dynamic_filtering_range`` (16) is OpenRLHF's rule, which its adapter
-    #: applies to decisions after the policy; ``evaluate_batch`` never sets it.
-    CHECK_BITS: ClassVar[dict[str, int]] = dict(_checks.TABLE.bits)
-
-    reason_codes: npt.NDArray[np.int8]
-    check_flags: npt.NDArray[np.uint8]
-    external_reasons: dict[int, tuple[str, ...]]
-    group_size: int
-    unique_rollouts: npt.NDArray[np.int64]
-    reward_mean: npt.NDArray[np.float64]
-    reward_std: npt.NDArray[np.float64]
-    reward_range: npt.NDArray[np.float64]
-    nontrivial_advantage_count: npt.NDArray[np.int64]
-    mean_pairwise_similarity: npt.NDArray[np.float64]
-    max_pairwise_similarity: npt.NDArray[np.float64]
-    group_keys: tuple[Hashable, ...] | None = None
-
-    def __len__(self) -> int:
-        return len(self.reason_codes)
-
-    @property
-    def admitted(self) -> npt.NDArray[np.bool_]:
-        """Boolean mask of admitted groups."""
-        mask: npt.NDArray[np.bool_] = self.reason_codes == ADMITTED_CODE
-        return mask
-
-    @property
-    def primary_reasons(self) -> npt.NDArray[np.object_]:
-        """The primary reason of every group as a string (``None`` when admitted), an array over groups."""
-        names = [None if reason is None else reason.value for reason in self.REASONS]
-        return np.array(names, dtype=object)[self.reason_codes]
-
-    def reasons(self) -> list[str | None]:
-        """
-        Deprecated: :attr:`primary_reasons` as a list (a decision's ``reasons`` were its failed checks).
-
-        .. deprecated:: 0.2.0
-            Use :attr:`primary_reasons`; removed in 0.3.0.
-        """
-        deprecated("BatchAdmissionResult.reasons()", "use primary_reasons (failed checks are check_flags)")
-        reasons: list[str | None] = self.primary_reasons.tolist()
-        return reasons
-
-    def decision(self, index: int) -> GroupAdmissionDecision:
-        """
-        The decision on group ``index`` (negative indices count from the end).
-
-        Raises:
-            TypeError: ``index`` is not an integer.
-            IndexError: ``index`` is out of range.
-        """
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            msg = f"'index' must be an integer (got {describe(index)})"
-            raise TypeError(msg)
-        groups = len(self)
-        if not -groups <= index < groups:
-            msg = f"'index' must be in [-{groups}, {groups}) (got {describe(index)})"
-            raise IndexError(msg)
-        index = int(index) % groups  # the external reasons are keyed by the non-negative index
-        flags = int(self.check_flags[index])
-        external = self.external_reasons.get(index, ())
-        checks = _checks.TABLE.bits.items()
-        return GroupAdmissionDecision(
-            reason=self.REASONS[int(self.reason_codes[index])],
-            failed_checks=(*external, *(check for check, bit in checks if flags & bit)),
-            external_reasons=external,
-            group_size=self.group_size,
-            unique_rollouts=int(self.unique_rollouts[index]),
-            reward_mean=float(self.reward_mean[index]),
-            reward_std=float(self.reward_std[index]),
-            reward_range=float(self.reward_range[index]),
-            nontrivial_advantage_count=int(self.nontrivial_advantage_count[index]),
-            mean_pairwise_similarity=_nan_to_none(float(self.mean_pairwise_similarity[index])),
-            max_pairwise_similarity=_nan_to_none(float(self.max_pairwise_similarity[index])),
-            group_key=None if self.group_keys is None else self.group_keys[index],
-        )
-
-    def decisions(self) -> list[GroupAdmissionDecision]:
-        """Every group's decision, in order."""
-        return [self.decision(index) for index in range(len(self))]
-
-    def __iter__(self) -> Iterator[GroupAdmissionDecision]:
-        return iter(self.decisions())
+__all__ = ["evaluate_batch"]
 
 
 def _per_group(values: Any, groups: int, name: str) -> list[Any]:

@@ -12,9 +12,9 @@ applied by its ``_host_rules`` module after the policy, and named, counted and g
 reason by its row like any other.
 
 Readers, all at call time through ``_checks.TABLE`` (so a test can add a row and see it
-everywhere, ``tests/test_gate_table.py``): the scalar and batch reward gates (``_gates``),
-the similarity gate (``_judge.measure_similarity``), :func:`primary_reason` and the batch
-precedence table, the encoding and decoding of ``check_flags`` (``_batch``),
+everywhere, ``tests/test_gate_table.py``): the scalar and batch reward gates and the
+similarity gate (``_judge``), :func:`primary_reason` and the batch precedence table, the
+encoding of ``check_flags`` (``_batch``) and their decoding (``_decision``),
 ``GroupAdmissionDecision.reward_rejected``, the counts and their conservation
 (``_metrics``), ``GroupAdmissionConfig.reward_gate_enabled``, the explainer (``_explain``),
 OpenRLHF's host rule and the property tests' strategies (``tests/strategies.py``).
@@ -22,7 +22,7 @@ OpenRLHF's host rule and the property tests' strategies (``tests/strategies.py``
 Adding a reward check on a statistic the gates compute (``mean``, ``std``, ``range``,
 ``nontrivial``): a row appended to :data:`TABLE`'s ``reward`` with the next free bit, its
 threshold field on :class:`GroupAdmissionConfig` (off by default) and its line in
-``docs/config.md``. A new statistic is also computed twice in ``_gates`` (scalar and batch,
+``docs/config.md``. A new statistic is also computed twice in ``_judge`` (scalar and batch,
 bit for bit) and carried by the decision and the batch result. A new reason is a
 :class:`RejectionReason` member, appended so that existing codes keep their values.
 """

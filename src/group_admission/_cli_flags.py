@@ -28,7 +28,7 @@ from ._budget import SamplingBudgetConfig
 from ._config import GroupAdmissionConfig
 from ._exceptions import ConfigurationError, HalfConfiguredWarning
 from ._loading import load_yaml_mapping, yaml_section
-from ._session_config import SessionConfig
+from ._session import SessionConfig
 from ._validation import describe
 
 __all__ = [

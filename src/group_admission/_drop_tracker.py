@@ -7,8 +7,7 @@ from collections import Counter, OrderedDict
 import attrs
 import numpy as np
 
-from ._batch import BatchAdmissionResult
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._limits import DropLimits, StepLabel
 from ._reasons import RejectionReason
 

@@ -25,8 +25,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._batch import BatchAdmissionResult
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._history_config import PromptHistoryConfig
 from ._history_evidence import (
     GRESO_BOUNDS,

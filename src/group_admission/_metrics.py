@@ -15,9 +15,8 @@ from typing import Any, TypeAlias, overload
 import numpy as np
 
 from . import _checks
-from ._batch import BatchAdmissionResult
 from ._checks import Family
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._distributed import all_gather_snapshots
 from ._exceptions import CheckpointError
 from ._reasons import REASONS_BY_CODE, RejectionReason
@@ -64,24 +63,36 @@ def _batch_delta(result: BatchAdmissionResult) -> tuple[dict[str, int], Counter[
     return delta, details
 
 
-class _ReasonCount:
-    """The count of groups rejected for one :class:`RejectionReason`, an attribute named after it."""
+class _Count:
+    """
+    One count of :class:`AdmissionStats`, read-only: an attribute named after its field.
 
-    def __init__(self, reason: RejectionReason) -> None:
-        self.reason = reason
-        self.__doc__ = f"Groups rejected as ``{reason.value}``."
+    Every count is one of :data:`_COUNT_FIELDS` and reads the same way; only its docstring
+    differs. A reason's count is named after its :class:`RejectionReason` (:func:`_reason_count`).
+    """
+
+    def __init__(self, doc: str, field: str = "") -> None:
+        self.field = field  # "": the attribute's own name, set when the class is made
+        self.__doc__ = doc
 
     def __set_name__(self, owner: type, name: str) -> None:
-        if name != self.reason.value:
-            msg = f"the count of {self.reason.value!r} must be named after it (got {name!r})"
+        if not self.field:
+            self.field = name
+        if name != self.field or name not in _COUNT_FIELDS:
+            msg = f"the count of {self.field!r} must be a count field named after it (got {name!r})"
             raise TypeError(msg)
 
     @overload
-    def __get__(self, stats: None, owner: type) -> _ReasonCount: ...
+    def __get__(self, stats: None, owner: type) -> _Count: ...
     @overload
     def __get__(self, stats: AdmissionStats, owner: type) -> int: ...
-    def __get__(self, stats: AdmissionStats | None, owner: type) -> _ReasonCount | int:
-        return self if stats is None else stats._counts[self.reason.value]
+    def __get__(self, stats: AdmissionStats | None, owner: type) -> _Count | int:
+        return self if stats is None else stats._counts[self.field]
+
+
+def _reason_count(reason: RejectionReason) -> _Count:
+    """The count of groups rejected for ``reason``, an attribute named after it."""
+    return _Count(f"Groups rejected as ``{reason.value}``.", reason.value)
 
 
 class AdmissionStats:
@@ -109,36 +120,16 @@ class AdmissionStats:
         self._details: Counter[str] = Counter()
 
     # -- reading ---------------------------------------------------------------------
-    @property
-    def candidates(self) -> int:
-        """Groups judged."""
-        return self._counts["candidates"]
-
-    @property
-    def admitted(self) -> int:
-        """Groups admitted by the policy."""
-        return self._counts["admitted"]
-
+    candidates = _Count("Groups judged.")
+    admitted = _Count("Groups admitted by the policy.")
     # One count per RejectionReason, named after it (tests/test_metrics.py checks every reason has one).
-    external = _ReasonCount(RejectionReason.EXTERNAL)
-    exact_dead = _ReasonCount(RejectionReason.EXACT_DEAD)
-    near_tie = _ReasonCount(RejectionReason.NEAR_TIE)
-    redundant = _ReasonCount(RejectionReason.REDUNDANT)
-
-    @property
-    def reward_rejected(self) -> int:
-        """Groups where a reward check failed, whatever the primary reason."""
-        return self._counts["reward_rejected"]
-
-    @property
-    def near_duplicate_rejected(self) -> int:
-        """Groups where the redundancy check failed, whatever the primary reason."""
-        return self._counts["near_duplicate_rejected"]
-
-    @property
-    def fallback_admitted(self) -> int:
-        """Rejected groups that a framework trained on anyway."""
-        return self._counts["fallback_admitted"]
+    external = _reason_count(RejectionReason.EXTERNAL)
+    exact_dead = _reason_count(RejectionReason.EXACT_DEAD)
+    near_tie = _reason_count(RejectionReason.NEAR_TIE)
+    redundant = _reason_count(RejectionReason.REDUNDANT)
+    reward_rejected = _Count("Groups where a reward check failed, whatever the primary reason.")
+    near_duplicate_rejected = _Count("Groups where the redundancy check failed, whatever the primary reason.")
+    fallback_admitted = _Count("Rejected groups that a framework trained on anyway.")
 
     @property
     def rejected(self) -> int:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ._batch import BatchAdmissionResult, evaluate_batch
+from ._batch import evaluate_batch
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._inputs import group_inputs
 from ._judge import Scorer, judge_group, log_rejection
 from ._loading import coerce_config

@@ -4,40 +4,45 @@
 A session holds the policy, the counts, the budget state of the current step, the drop
 limits and the failure streak behind one lock. Adapters translate host objects into
 :meth:`AdmissionSession.judge` calls and write the verdicts back; the simulator and the
-cookbook run the same object, so what they measure is what the hosts run.
+cookbook run the same object, so what they measure is what the hosts run. A
+``SessionConfig`` is the whole setup as one value (``preset:`` blocks included, read in
+``_presets``), which builds the session and its prompt history.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+import attrs
 import numpy as np
 
-from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan, SamplingBudgetConfig, SamplingBudgetController
 from ._config import GroupAdmissionConfig
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._drop_tracker import DropTracker
 from ._exceptions import ConsecutiveFailedGroupsError
 from ._history import PromptHistory, PromptId
+from ._history_config import PromptHistoryConfig
 from ._history_ids import check_prompt_ids
 from ._limits import DropLimits, StepLabel, check_step_label
-from ._loading import coerce_config, coerce_instance
+from ._loading import MappingConfig, coerce_config, coerce_instance, from_mapping
 from ._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
 from ._policy import GroupAdmissionPolicy
+from ._presets import PRESETS, as_budget, as_limits, as_policy, history_fields, with_preset
 from ._prompt_plan import PromptPlan, plan_prompts
-from ._session_state import SessionParts, StepBook, restore_session, session_state
+from ._session_state import SessionParts, restore_session, session_state
 from ._session_types import AdmissionVerdict, BatchAdmissionVerdict, StepReport
 from ._session_views import SessionViews
+from ._step_book import StepBook
 from ._streaming import StreamPlan
 from ._tokens import CHARGE_KINDS, TokenTally
-from ._validation import check_choice, check_count, describe
+from ._validation import check_choice, check_count, check_one_of, describe
 
-__all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "StepReport"]
+__all__ = ["AdmissionSession", "AdmissionVerdict", "BatchAdmissionVerdict", "SessionConfig", "StepReport"]
 
 
 class AdmissionSession(SessionViews):
@@ -103,13 +108,6 @@ class AdmissionSession(SessionViews):
         self._drops = parts.drops
         self._book = parts.book
         self._tokens = parts.tokens
-
-    def __repr__(self) -> str:
-        config, budget = self._policy.config, self._controller.config
-        return (
-            f"AdmissionSession({config!r}, budget={budget!r}, limits={self._limits!r}, "
-            f"loss_scale={self._loss_scale!r})"
-        )
 
     # -- judging -------------------------------------------------------------------
     def judge(
@@ -188,8 +186,7 @@ class AdmissionSession(SessionViews):
         """
         with self._lock:
             # The step's counts are a part of the lifetime's: checking them first keeps both in step.
-            if self._book.open:
-                self._book.stats.record_fallback(count)
+            self._book.count_fallback(count)
             self._stats.record_fallback(count)
 
     def charge(self, tokens: int, *, kind: str) -> None:
@@ -212,8 +209,7 @@ class AdmissionSession(SessionViews):
         kind = check_choice(kind, "kind", CHARGE_KINDS)
         tokens = check_count(tokens, "tokens")
         with self._lock:
-            if self._book.open:
-                self._book.charged = self._book.charged.add(kind, tokens)
+            self._book.charge(kind, tokens)
             self._tokens = self._tokens.add(kind, tokens)
 
     def judge_batch(
@@ -300,12 +296,8 @@ class AdmissionSession(SessionViews):
             StepLifecycleError: no step is open.
         """
         with self._lock:
-            book = self._book
-            book.require("plan")
-            plan = book.run(book.round_call(num_generations, estimated_tokens_per_group), self._controller)
-            assert isinstance(plan, ResamplePlan)  # a round call plans rounds
-            book.plan = plan
-            return plan
+            self._book.require("plan")
+            return self._book.plan_round(self._controller, num_generations, estimated_tokens_per_group)
 
     def can_launch(
         self,
@@ -326,18 +318,10 @@ class AdmissionSession(SessionViews):
         """
         wanted = check_count(groups, "groups", 1) + check_count(in_flight, "in_flight")
         with self._lock:
-            book = self._book
-            book.require("can_launch")
-            fits = self._controller.can_generate(
-                book.with_round(),
-                wanted,
-                target_groups=book.target,
-                num_generations=book.group_size(num_generations),
-                estimated_tokens_per_group=estimated_tokens_per_group,
-                new_round=not book.round.candidates,
+            self._book.require("can_launch")
+            return self._book.can_launch(
+                self._controller, wanted, num_generations, estimated_tokens_per_group
             )
-            book.call = book.round_call(num_generations, estimated_tokens_per_group)
-            return fits
 
     def stream_plan(
         self,
@@ -363,11 +347,10 @@ class AdmissionSession(SessionViews):
         .. versionadded:: 0.2.0
         """
         with self._lock:
-            book = self._book
-            book.require("stream_plan")
+            self._book.require("stream_plan")
             call = PlanCall(
                 kind="stream",
-                judged=book.stats.candidates,
+                judged=self._book.stats.candidates,
                 num_generations=num_generations,
                 estimated_tokens_per_group=estimated_tokens_per_group,
                 in_flight=in_flight,
@@ -375,9 +358,7 @@ class AdmissionSession(SessionViews):
                 top_up_below=top_up_below,
                 race=race,
             )
-            plan = book.run(call, self._controller)
-            assert isinstance(plan, StreamPlan)
-            return plan
+            return self._book.plan_stream(call, self._controller)
 
     def pick_prompts(
         self,
@@ -439,14 +420,6 @@ class AdmissionSession(SessionViews):
             return self._book.end(self._controller, self._loss_scale)
 
     # -- persistence and distribution ---------------------------------------------------
-    def _config(self) -> dict[str, Any]:
-        return {
-            "policy": self._policy.config.to_dict(),
-            "budget": self._controller.config.to_dict(),
-            "limits": self._limits.to_dict(),
-            "loss_scale": self._loss_scale,
-        }
-
     def state_dict(self) -> dict[str, Any]:
         """
         A JSON-safe snapshot of everything that shapes later verdicts and plans.
@@ -471,6 +444,82 @@ class AdmissionSession(SessionViews):
         with self._lock:
             self._restore(parts)
 
-    def all_reduce(self, group: Any = None) -> AdmissionStats:
-        """The lifetime counts summed over every ``torch.distributed`` rank (needs torch)."""
-        return self.stats.all_reduce(group)
+
+@attrs.frozen(kw_only=True)
+class SessionConfig(MappingConfig):
+    """
+    A whole admission setup: policy, budget, drop limits, prompt history and loss scale.
+
+    Args:
+        policy: The :class:`GroupAdmissionConfig` (or a mapping of its fields).
+        budget: The :class:`SamplingBudgetConfig` (or a mapping).
+        limits: The :class:`DropLimits` (or a mapping).
+        history: :class:`PromptHistoryConfig` fields without ``group_size`` (``None``: no
+            prompt history, so no skipping).
+        loss_scale: The session's loss-scale mode (see :func:`loss_scale`).
+
+    Build a named configuration with :meth:`preset`, or from a mapping or YAML block
+    whose ``preset`` key names one (the other keys override its sections field by field).
+
+    .. versionadded:: 0.2.0
+    """
+
+    policy: GroupAdmissionConfig = attrs.field(factory=GroupAdmissionConfig, converter=as_policy)
+    budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
+    limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
+    history: Mapping[str, Any] | None = attrs.field(default=None, converter=history_fields)
+    loss_scale: LossScale = attrs.field(default=DEFAULT_LOSS_SCALE, validator=check_one_of(LOSS_SCALES))
+    #: The named configurations :meth:`preset` and ``preset:`` start from.
+    PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = PRESETS
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> SessionConfig:
+        """
+        The configuration ``name`` of :data:`PRESETS`, with ``overrides`` (sections as mappings).
+
+        ``SessionConfig.preset("recommended", policy={"gate_on": ["accuracy"]})``.
+
+        Raises:
+            ValueError: ``name`` is no preset, or an override is invalid.
+            TypeError: an override has the wrong type.
+        """
+        return cls.from_mapping({"preset": name, **overrides})
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> SessionConfig:
+        """
+        Build from a mapping of the fields, or ``preset`` plus overrides, rejecting unknown keys.
+
+        Raises:
+            ValueError: a key is unknown, the preset is not one of :data:`PRESETS`, or a value
+                is out of range.
+            TypeError: a value has the wrong type.
+        """
+        return from_mapping(cls, with_preset(mapping), source="SessionConfig mapping")
+
+    def session(self, *, host: str = "host") -> AdmissionSession:
+        """A new :class:`AdmissionSession` with this policy, budget, limits and loss scale."""
+        return AdmissionSession(
+            self.policy, budget=self.budget, limits=self.limits, host=host, loss_scale=self.loss_scale
+        )
+
+    def prompt_history(self, group_size: int, *, seed: int = 0, rank: int = 0) -> PromptHistory | None:
+        """
+        A new :class:`PromptHistory` for groups of ``group_size`` (``None`` without ``history``).
+
+        ``seed`` seeds its picks unless the ``history`` section sets one.
+        """
+        if self.history is None:
+            return None
+        fields = {"seed": seed, **self.history, "group_size": check_count(group_size, "group_size", 1)}
+        return PromptHistory(PromptHistoryConfig.from_mapping(fields), rank=rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain, YAML- and JSON-safe types."""
+        return {
+            "policy": self.policy.to_dict(),
+            "budget": self.budget.to_dict(),
+            "limits": self.limits.to_dict(),
+            "history": None if self.history is None else dict(self.history),
+            "loss_scale": self.loss_scale,
+        }

@@ -1,12 +1,11 @@
 """
 What an ``AdmissionSession`` holds between calls, and its JSON form that restores exactly or is refused.
 
-:class:`StepBook` keeps the step the session is in: its target, its budget state, its
-counts and the round in progress. :class:`SessionParts` is everything a checkpoint
-restores; :func:`restore_session` builds it through constructors, and the session takes it
-in one documented hook (``AdmissionSession._restore``), so that a renamed field fails
-instead of silently becoming a new attribute. Neither is thread-safe: the session calls
-them under its lock.
+:class:`SessionParts` is everything a checkpoint restores (the lifetime counts, the drop
+limits' counts, the :class:`StepBook` and the token tally); :func:`restore_session` builds
+it through constructors, and the session takes it in one documented hook
+(``AdmissionSession._restore``), so that a renamed field fails instead of silently becoming
+a new attribute.
 """
 
 from __future__ import annotations
@@ -16,23 +15,19 @@ from typing import Any
 
 import attrs
 
-from ._batch import BatchAdmissionResult
-from ._budget import ResamplePlan, SamplingBudgetController, SamplingBudgetState
-from ._decision import GroupAdmissionDecision
+from ._budget import SamplingBudgetState
 from ._drop_state import drops_state, restore_drops
 from ._drop_tracker import DropTracker
-from ._exceptions import CheckpointError, StepLifecycleError
+from ._exceptions import CheckpointError
 from ._limits import DropLimits
-from ._loss_scale import LossScale, loss_scale
 from ._metrics import AdmissionStats
 from ._plan_call import PlanCall
-from ._plans import PlanBase
-from ._session_types import StepReport
 from ._state_checks import StateFormat, check_written_back, exactly_equal, state_int
+from ._step_book import StepBook
 from ._tokens import TokenTally
-from ._validation import check_count, describe
+from ._validation import describe
 
-__all__ = ["FORMAT", "SessionParts", "StepBook", "restore_session", "session_state"]
+__all__ = ["FORMAT", "SessionParts", "restore_session", "session_state"]
 
 #: The ``format`` tag of a session state; the version changes whenever the layout does.
 FORMAT = "group-admission/session"
@@ -53,180 +48,6 @@ _KEYS = (
 )
 _FORMAT = StateFormat("the session", "state_dict()", _KEYS, tag=FORMAT, version=VERSION, kind="session state")
 _fail = _FORMAT.fail
-
-
-@attrs.define(kw_only=True)
-class StepBook:
-    """
-    The session's step: index, target, budget state, counts, and the round in progress.
-
-    Groups count here only while a step is open; the session counts every group in its
-    lifetime counts as well. The round in progress is every group judged since the last
-    plan; a plan, ``pick_prompts`` and ``end_step`` fold it into the budget state.
-    """
-
-    index: int = -1
-    open: bool = False
-    target: int = 0
-    state: SamplingBudgetState | None = None
-    stats: AdmissionStats = attrs.field(factory=AdmissionStats)
-    round: AdmissionStats = attrs.field(factory=AdmissionStats)
-    round_samples: int = 0
-    round_tokens: int = 0
-    plan: ResamplePlan | None = None
-    #: Tokens charged in the step outside judged groups (its ``generated`` stays 0: the
-    #: judged groups' tokens are in the budget state and the round).
-    charged: TokenTally = attrs.field(factory=TokenTally)
-    #: The step's last planning call, which the report asks again (state key ``step.last_call``).
-    call: PlanCall | None = None
-
-    def begin(self, target: int, controller: SamplingBudgetController) -> None:
-        """Open the next step with a fresh budget state that keeps the last step's rate."""
-        if self.open:
-            msg = (
-                f"begin_step() while step {self.index} is open: call end_step() first (it returns the report)"
-            )
-            raise StepLifecycleError(msg)
-        self.index += 1
-        self.open = True
-        self.target = target
-        self.state = controller.new_state(carry_rate_from=self.state)
-        self.stats, self.round, self.round_samples, self.round_tokens = (
-            AdmissionStats(),
-            AdmissionStats(),
-            0,
-            0,
-        )
-        self.plan = self.call = None
-        self.charged = TokenTally()
-
-    def require(self, what: str) -> None:
-        """Raise ``StepLifecycleError`` naming the call ``what`` unless a step is open."""
-        if not self.open or self.state is None:
-            msg = f"call begin_step(target_groups) before {what}()"
-            raise StepLifecycleError(msg)
-
-    def count(
-        self,
-        judged: GroupAdmissionDecision | BatchAdmissionResult,
-        samples: int,
-        tokens: int,
-        *,
-        fallback: bool = False,
-    ) -> None:
-        """Count judged groups in the open step and its round; outside a step, nowhere."""
-        if not self.open:
-            return
-        for stats in (self.stats, self.round):
-            if isinstance(judged, BatchAdmissionResult):
-                stats.add_many(judged)
-            else:
-                stats.add(judged, fallback_admitted=fallback)
-        self.round_samples += samples
-        self.round_tokens += tokens
-
-    def fold_round(self, controller: SamplingBudgetController) -> SamplingBudgetState:
-        """Close the round in progress: fold it into the step's budget state, and return that."""
-        state = self.state
-        assert state is not None  # for mypy; require() ran first
-        if self.round.candidates:
-            controller.observe_round(
-                state,
-                groups=self.round.candidates,
-                admitted=self.round.admitted,
-                generated_samples=self.round_samples,
-                generated_tokens=self.round_tokens,
-            )
-            self.round, self.round_samples, self.round_tokens = AdmissionStats(), 0, 0
-        return state
-
-    def group_size(self, num_generations: int | None) -> int:
-        """``num_generations``, or the mean group size seen this step, rounded up (1 before any)."""
-        if num_generations is not None:
-            return check_count(num_generations, "num_generations", 1)
-        assert self.state is not None
-        samples = self.state.generated_samples + self.round_samples
-        groups = self.state.generated_groups + self.round.candidates
-        return max(1, -(-samples // groups)) if groups else 1
-
-    def with_round(self) -> SamplingBudgetState:
-        """The step's budget state with the round in progress counted in, without closing it."""
-        state, round_ = self.state, self.round
-        assert state is not None
-        return attrs.evolve(
-            state,
-            sampling_rounds=state.sampling_rounds + (1 if round_.candidates else 0),
-            generated_groups=state.generated_groups + round_.candidates,
-            generated_samples=state.generated_samples + self.round_samples,
-            generated_tokens=state.generated_tokens + self.round_tokens,
-            admitted_groups=state.admitted_groups + round_.admitted,
-            rejected_groups=state.rejected_groups + round_.rejected,
-        )
-
-    def round_call(self, num_generations: int | None, estimated_tokens_per_group: float | None) -> PlanCall:
-        """A round planner's call made now, with the arguments the host gave."""
-        return PlanCall(
-            kind="round",
-            judged=self.stats.candidates,
-            num_generations=num_generations,
-            estimated_tokens_per_group=estimated_tokens_per_group,
-        )
-
-    def run(self, call: PlanCall, controller: SamplingBudgetController) -> PlanBase:
-        """
-        Plan as ``call`` says and remember it, so that :meth:`end` reports on the same planner.
-
-        A round call closes the round in progress first; a streaming step is one round in
-        progress, which its planner sees unfolded.
-        """
-        state = self.with_round() if call.kind == "stream" else self.fold_round(controller)
-        plan = call.replay(
-            controller,
-            state,
-            target_groups=self.target,
-            num_generations=self.group_size(call.num_generations),
-            judged=self.stats.candidates,
-        )
-        self.call = call
-        return plan
-
-    def end(self, controller: SamplingBudgetController, scale: LossScale) -> StepReport:
-        """
-        Fold the last round, close the step, and report what it cost and kept.
-
-        Whether it was exhausted, and what bound it, is what the step's last planning call
-        says on the final counts (a step never planned: the round planner's default);
-        ``scale`` is the session's loss-scale mode.
-        """
-        final = self.run(self.call or PlanCall(kind="round", judged=self.stats.candidates), controller)
-        state, target = self.fold_round(controller), self.target
-        kept = self.stats.admitted + self.stats.fallback_admitted
-        self.open, self.call = False, None
-        charged = self.charged
-        return StepReport(
-            step=self.index,
-            target_groups=target,
-            admitted_groups=state.admitted_groups,
-            kept_groups=kept,
-            trained_groups=min(kept, target),
-            surplus_groups=max(0, kept - target),
-            short_groups=max(0, target - kept),
-            exhausted=kept < target and final.exhausted,
-            generated_groups=state.generated_groups,
-            generated_samples=state.generated_samples,
-            generated_tokens=state.generated_tokens,
-            sampling_rounds=state.sampling_rounds,
-            limited_by=final.limited_by,
-            aborted_tokens=charged.aborted,
-            carried_tokens=charged.carried,
-            pilot_tokens=charged.pilot,
-            loss_scale=loss_scale(
-                scale,
-                trained_groups=min(kept, target),
-                target_groups=target,
-                generated_groups=state.generated_groups,
-            ),
-        )
 
 
 @attrs.frozen(kw_only=True)

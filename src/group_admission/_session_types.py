@@ -9,8 +9,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ._batch import BatchAdmissionResult
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._reasons import (
     STEP_COST_MULTIPLIER,
     STEP_COUNTS,

@@ -2,13 +2,15 @@
 What an ``AdmissionSession`` holds, read-only: the base class of its properties.
 
 The session's attributes are set by :class:`AdmissionSession` itself (its constructor
-and its one restore hook); this class only reads them, so that the session's module
-holds what the session does.
+and its one restore hook); this class only reads them (the properties, the repr, the
+configuration a checkpoint records, the counts over every rank), so that the session's
+module holds what the session does.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import attrs
 
@@ -18,7 +20,7 @@ from ._limits import DropLimits
 from ._loss_scale import LossScale
 from ._metrics import AdmissionStats
 from ._policy import GroupAdmissionPolicy
-from ._session_state import StepBook
+from ._step_book import StepBook
 from ._tokens import TokenTally
 
 __all__ = ["SessionViews"]
@@ -109,3 +111,23 @@ class SessionViews:
     def consecutive_failures(self) -> int:
         """The current streak of dropped external rejections."""
         return sum(self._drops.streak.values())
+
+    def __repr__(self) -> str:
+        config, budget = self._policy.config, self._controller.config
+        return (
+            f"AdmissionSession({config!r}, budget={budget!r}, limits={self._limits!r}, "
+            f"loss_scale={self._loss_scale!r})"
+        )
+
+    def _config(self) -> dict[str, Any]:
+        """The configuration a checkpoint records, so that a state saved under another is refused."""
+        return {
+            "policy": self._policy.config.to_dict(),
+            "budget": self._controller.config.to_dict(),
+            "limits": self._limits.to_dict(),
+            "loss_scale": self._loss_scale,
+        }
+
+    def all_reduce(self, group: Any = None) -> AdmissionStats:
+        """The lifetime counts summed over every ``torch.distributed`` rank (needs torch)."""
+        return self.stats.all_reduce(group)

@@ -40,8 +40,7 @@ from ._history import PromptHistory, PromptPicks
 from ._history_ids import PromptId, check_prompt_id
 from ._loading import coerce_config
 from ._metrics import AdmissionStats
-from ._session import AdmissionSession, StepReport
-from ._session_config import SessionConfig
+from ._session import AdmissionSession, SessionConfig, StepReport
 from ._state_checks import StateFormat, exactly_equal
 from ._stream_types import StreamLedger, StreamSettings, StreamVerdict, version_numbers
 from ._tokens import TokenTally

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._batch import BatchAdmissionResult
 from ._budget import ResamplePlan
-from ._decision import GroupAdmissionDecision
+from ._decision import BatchAdmissionResult, GroupAdmissionDecision
 from ._loading import require_extra
 from ._metrics import AdmissionStats
 from ._reasons import RejectionReason

@@ -20,8 +20,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._batch import BatchAdmissionResult
-from .._decision import GroupAdmissionDecision
+from .._decision import BatchAdmissionResult, GroupAdmissionDecision
 from .._reasons import ADMITTED_CODE
 from ._results import StepOutcome, StepTally, StopReason
 from ._stream import GroupBatch

@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._batch import BatchAdmissionResult
+from .._decision import BatchAdmissionResult
 from .._history import PromptId
 from .._loading import MappingConfig, from_mapping
 from .._policy import GroupAdmissionPolicy

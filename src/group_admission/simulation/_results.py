@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import attrs
 import numpy as np
 
-from .._batch import BatchAdmissionResult
+from .._decision import BatchAdmissionResult
 from .._reasons import ADMITTED_CODE, REASONS_BY_CODE, RejectionReason
 from ._stream import GroupBatch
 

@@ -11,7 +11,7 @@ from .._budget import SamplingBudgetConfig
 from .._config import GroupAdmissionConfig
 from .._loading import coerce_config, coerce_instance, from_mapping
 from .._policy import GroupAdmissionPolicy
-from .._session_config import PRESETS
+from .._presets import PRESETS
 from .._validation import describe
 from ._frameworks import DapoDynamicSampling, RollResampling, SlimeWaves
 from ._models import SimulationConfig

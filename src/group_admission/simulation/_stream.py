@@ -15,8 +15,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .._batch import BatchAdmissionResult
 from .._budget import SamplingBudgetConfig
+from .._decision import BatchAdmissionResult
 from .._policy import GroupAdmissionPolicy
 from .._session import AdmissionSession, BatchAdmissionVerdict
 from ._models import SimulationConfig

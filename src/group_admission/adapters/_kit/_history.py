@@ -17,7 +17,7 @@ import attrs
 from ..._exceptions import CheckpointError
 from ..._history import PromptHistory
 from ..._history_config import PromptHistoryConfig
-from ..._session_config import SessionConfig
+from ..._session import SessionConfig
 from ..._validation import describe
 
 __all__ = [

@@ -56,8 +56,7 @@ from ..._loss_scale import DEFAULT_LOSS_SCALE, LossScale
 from ..._metrics import AdmissionStats
 from ..._policy import GroupAdmissionPolicy
 from ..._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
-from ..._session import AdmissionSession, AdmissionVerdict, StepReport
-from ..._session_config import SessionConfig
+from ..._session import AdmissionSession, AdmissionVerdict, SessionConfig, StepReport
 from ..._tokens import TOKEN_KINDS, TokenTally
 from ._settings import settings_key
 from ._step import OpenStep, admission_step

@@ -21,7 +21,7 @@ from ..._limits import DropLimits
 from ..._loading import coerce_config, from_mapping
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ..._policy import GroupAdmissionPolicy
-from ..._session_config import SessionConfig
+from ..._session import SessionConfig
 from ..._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")

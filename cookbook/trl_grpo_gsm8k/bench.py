@@ -1,13 +1,15 @@
 """
-TRL adapter benchmark: plain GRPOTrainer vs AdmissionGRPOTrainer (gated on accuracy), same seeds.
+This recipe benchmarked: plain GRPOTrainer vs AdmissionGRPOTrainer (gated on accuracy), same seeds.
 
-Offline: the embedded easy GSM8K-format data and warm-started tiny Qwen2 of the cookbook.
+Offline: the embedded easy GSM8K-format data and warm-started tiny Qwen2 of the cookbook, with
+this recipe's reward functions (``train.accuracy`` and ``train.brevity``).
 Reports, per configuration: the share of trained groups that are dead (accuracy without
 spread) and phantom (dead, but the shaped reward has spread), the informative rate of the
 update, the groups generated per target group, the wall time, and the adapter's own time
-(time in the override minus time in TRL's generation and scoring) relative to training.
+(time in the override minus time in TRL's generation and scoring) relative to training. The
+report is written beside this file, to ``results/bench.json`` (``--out`` another path).
 
-    python -m benchmarks.bench_trl [--steps 10] [--seeds 0 1] [--out benchmarks/results/bench_trl.json]
+    python -m cookbook.trl_grpo_gsm8k.bench [--steps 10] [--seeds 0 1] [--out PATH]
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 
 # ruff: noqa: E402  (the offline environment is set before these imports)
 import torch
@@ -165,7 +168,7 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_trl.json"))
+    parser.add_argument("--out", default=str(HERE / "results" / "bench.json"))
     args = parser.parse_args()
     data, model = prepare_demo(ROOT / ".cache" / "grpo_gsm8k")
     dataset = load_dataset(str(data), "main", split="train")
