@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from cookbook.learning_bench.arms import KNOWN_ARMS, PROFILES  # noqa: E402
-from cookbook.learning_bench.learning_bench import resummarise  # noqa: E402
+from cookbook.learning_bench.learning_bench import prepare_task, resummarise  # noqa: E402
 from cookbook.learning_bench.limits import pass_rates, spread_chance, stop_points  # noqa: E402
-from cookbook.learning_bench.model import build_policy, warm_start  # noqa: E402
+from cookbook.learning_bench.model import build_policy  # noqa: E402
 from cookbook.learning_bench.report import format_tables  # noqa: E402
 from cookbook.learning_bench.rollout import decode, group_scores, new_group  # noqa: E402
 from cookbook.learning_bench.runner import run_arm  # noqa: E402
@@ -80,15 +80,14 @@ def test_a_pilot_stops_at_the_first_member_whose_tie_is_unlikely_to_break() -> N
 
 @pytest.fixture(scope="module")
 def warm() -> dict[str, Any]:
-    """A warm start of the neutral task (the quick profile's) and its split."""
+    """The quick profile's warm start of the neutral task, its split and its policy."""
     torch.set_num_threads(1)
     split = make_split(QUICK.held_out, QUICK.pool, QUICK.warm)
-    policy = build_policy(QUICK.size, lr=QUICK.warm_lr)
     task = TASKS["neutral"]
-    warm_start(
-        policy, task, split.warm, split.validation, target=0.33, max_steps=QUICK.warm_max_steps, seed=0
-    )
-    return {"split": split, "task": task, "policy": policy}
+    weights = prepare_task(QUICK, task, split)["weights"]
+    policy = build_policy(QUICK.size, lr=QUICK.lr)
+    policy.model.load_state_dict(weights)
+    return {"split": split, "task": task, "policy": policy, "weights": weights}
 
 
 @pytest.mark.torch
@@ -120,8 +119,7 @@ def test_the_rate_oracle_charges_every_token_it_decodes_and_measures_its_skips(
     warm: dict[str, Any], arm: str
 ) -> None:
     profile = attrs.evolve(QUICK, token_budget=3_000, evaluations=1, rate_samples=32)
-    weights = {k: v.clone() for k, v in warm["policy"].model.state_dict().items()}
-    record = run_arm(KNOWN_ARMS[arm], warm["task"], 0, profile, warm["split"], weights)
+    record = run_arm(KNOWN_ARMS[arm], warm["task"], 0, profile, warm["split"], warm["weights"])
     counts = record["counts"]
 
     assert counts["tokens"] >= profile.token_budget
