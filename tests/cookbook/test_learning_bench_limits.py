@@ -147,10 +147,11 @@ def test_the_published_limits_are_the_published_runs_paired_with_the_bench() -> 
     together = resummarise(reports)
     page = (root / "docs" / "evidence.md").read_text(encoding="utf-8")
     rows = [line for line in format_tables(together).splitlines() if line.startswith("| rate_oracle")]
-    neutral = together["tasks"]["neutral"]["arms"]
 
-    assert len(rows) == 6  # two arms, three tables
+    assert len(rows) == 12  # two arms, three tables, two tasks
     assert [row for row in rows if row not in page] == []
-    for arm in ("rate_oracle", "rate_oracle_stop"):
-        assert neutral[arm]["seeds"] == neutral["plain"]["seeds"] == list(range(8))
-        assert neutral[arm]["ratio_to_reference_90pct"]["seeds"] == 8  # paired with plain seed by seed
+    for task, seeds in (("neutral", 8), ("conflict", 5)):
+        arms = together["tasks"][task]["arms"]
+        for arm in ("rate_oracle", "rate_oracle_stop"):
+            assert arms[arm]["seeds"] == list(range(seeds))
+            assert arms[arm]["ratio_to_reference_90pct"]["seeds"] == seeds  # paired with the reference's
