@@ -138,11 +138,11 @@ def test_the_launches_are_the_picks_of_a_history_that_observes_every_judged_grou
         launched = metrics[f"{PREFIX}launched_group_count"] - metrics[f"{PREFIX}carried_in_group_count"]
         picked = skipped = forced = looked = 0
         for drawn in draws.fresh.get(rollout_id, []):
-            if looked >= PROMPTS:  # past one pass of the data in this rollout: taken as drawn
-                forced += len(drawn)
-            else:
-                picks = reference.pick([prompt_id(group, None) for group in drawn], step=rollout_id)
+            within = max(0, PROMPTS - looked)  # past one pass of the data in this rollout: taken as drawn
+            if within:
+                picks = reference.pick([prompt_id(group, None) for group in drawn[:within]], step=rollout_id)
                 picked, skipped = picked + len(picks.picked), skipped + len(picks.skipped)
+            forced += len(drawn[within:])
             looked += len(drawn)
         assert (launched, skipped, forced) == (
             picked + forced,

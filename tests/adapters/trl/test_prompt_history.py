@@ -136,7 +136,7 @@ class TestTrainer:
         trainer = make(tiny_model, tmp_path, budget=BUDGET)
 
         assert trainer.prompt_history is None
-        assert trainer._history_keep() is None
+        assert trainer._history_names() is None
         assert trainer.train_dataset.column_names == ["prompt", "kind"]
 
     def test_the_history_pick_skips_solved_prompts_but_at_the_exploration_floor(
@@ -146,7 +146,10 @@ class TestTrainer:
         trainer = make(tiny_model, tmp_path, budget=BUDGET, prompt_history=history)
         order = list(trainer._admission_prompts._order)
 
-        kept = trainer._history_keep()(order, 1)  # step 1: the evidence of step 0 counts
+        picker, ids = trainer._history_names()(order)
+        assert picker is history
+        picked = set(history.pick(ids, step=1).picked)  # step 1: the evidence of step 0 counts
+        kept = {index for index, prompt in zip(order, ids, strict=True) if prompt in picked}
 
         rows = trainer._admission_prompts.rows([index for index in order if index in kept], 4)
         drawn = [row[ID_COLUMN] for row in rows[::4]]
@@ -290,13 +293,13 @@ class TestMainBatch:
 
         def spy_sampler(dataset: Any = None) -> Any:
             sampler = get_sampler(dataset)
-            keep = sampler._keep
+            keep = sampler._scan.keep
 
-            def spy_keep(indices: list[int], step: int) -> set[int]:
+            def spy_keep(history: Any, candidates: Any, *, step: int, pass_length: int) -> list[bool]:
                 picked_at.setdefault(step, trainer.admission_session.step)
-                return keep(indices, step)
+                return keep(history, candidates, step=step, pass_length=pass_length)
 
-            sampler._keep = spy_keep
+            sampler._scan.keep = spy_keep
             return sampler
 
         trainer._get_train_sampler = spy_sampler

@@ -10,25 +10,25 @@ import torch
 from trl.trainer.utils import RepeatSampler
 
 from group_admission import GroupAdmissionPolicy, PromptHistory, PromptHistoryConfig
-from group_admission.adapters.trl._sampler import Keep, PickingSampler
+from group_admission.adapters.trl._sampler import Names, PickingSampler
 
 #: The prompts the seeded history saw all-wrong many times (dead): it should skip them.
 DEAD = frozenset(range(0, 40, 2))
 
 
-def dead_history(seed: int = 0) -> PromptHistory:
-    """A history (G = 4) that saw every prompt of DEAD all-wrong 20 times at step 0."""
-    history = PromptHistory(PromptHistoryConfig(group_size=4, seed=seed))
+def dead_history(seed: int = 0, prompts: frozenset[int] = DEAD, **config: Any) -> PromptHistory:
+    """A history (G = 4) that saw every one of ``prompts`` all-wrong 20 times at step 0."""
+    history = PromptHistory(PromptHistoryConfig(group_size=4, seed=seed, **config))
     dead = GroupAdmissionPolicy({"min_reward_std": 1e-6}).evaluate([0.0] * 4)
-    for prompt in sorted(DEAD):
+    for prompt in sorted(prompts):
         for _ in range(20):
             history.observe(prompt, dead, step=0)
     return history
 
 
-def keep_of(history: PromptHistory) -> Keep:
-    """The history's pick over indices that are their own prompt ids."""
-    return lambda indices, step: set(history.pick(indices, step=step).picked)
+def keep_of(history: PromptHistory) -> Names:
+    """The history, over indices that are their own prompt ids."""
+    return lambda indices: (history, list(indices))
 
 
 def base(size: int = 40, **kwargs: Any) -> RepeatSampler:
@@ -106,12 +106,15 @@ class TestWithHistory:
         assert first.pending == second.pending
 
     def test_a_history_that_skips_everything_cannot_stall_a_batch_and_that_is_counted(self) -> None:
-        sampler = PickingSampler(base(), lambda indices, step: set())
+        everything = dead_history(prompts=frozenset(range(40)), exploration=0.0, max_wrong_skip_share=None)
+        sampler = PickingSampler(base(), keep_of(everything))
+        sampler.chunk = 1  # the chunk of step 1: the evidence of step 0 counts
 
         indices = list(sampler)
 
         assert len(indices) == len(sampler)
-        assert sampler.counts(0) == (39, 3)  # a whole pass refused, then TRL's order
+        assert sampler.counts(1) == (39, 3)  # a whole pass (39 of 40, whole chunks) refused, then TRL's order
+        assert sampler.counts(2) == (39, 3)  # and again at the next step: the pass is a step's
 
     def test_counts_read_a_step_and_forget_the_chunks_up_to_it(self) -> None:
         sampler = PickingSampler(base(), keep_of(dead_history()))

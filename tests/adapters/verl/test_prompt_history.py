@@ -26,7 +26,13 @@ from omegaconf import OmegaConf, open_dict
 
 from doubles.verl_rollout import FakeRollout, dapo_member, make_sampler
 from doubles.verl_trainer import TrainerRun, verl_config, write_prompts
-from group_admission import CheckpointError, GroupAdmissionPolicy, PromptHistory, SessionConfig
+from group_admission import (
+    CheckpointError,
+    GroupAdmissionPolicy,
+    PromptHistory,
+    PromptHistoryConfig,
+    SessionConfig,
+)
 from group_admission.adapters.verl import (
     PROMPT_ID_FIELD,
     AdmissionCheckpointCallback,
@@ -226,8 +232,8 @@ def sampler_state(tmp_path: Path, tq: Any) -> tuple[AdmissionPromptSampler, dict
 BAD_STATES: list[tuple[str, Any, str]] = [
     ("not a mapping", lambda s: [s], "must be a mapping of format"),
     ("another format", lambda s: {**s, "format": "x"}, "must be a mapping of format"),
-    ("version 2", lambda s: {**s, "version": 2}, "'version' must be 1"),
-    ("version as a float", lambda s: {**s, "version": 1.0}, "'version' must be 1"),
+    ("version 1 (a pass counted since the last yield)", lambda s: {**s, "version": 1}, "'version' must be 2"),
+    ("version as a float", lambda s: {**s, "version": 2.0}, "'version' must be 2"),
     ("no history", lambda s: {k: v for k, v in s.items() if k != "history"}, r"misses \['history'\]"),
     ("a negative position", lambda s: {**s, "position": -1}, "'position' must be an integer >= 0"),
     ("a step that is a bool", lambda s: {**s, "step": True}, "'step' must be an integer >= 0"),
@@ -237,7 +243,8 @@ BAD_STATES: list[tuple[str, Any, str]] = [
         "a train dataset of 5 prompts; this one holds 24",
     ),
     ("a position past the pass", lambda s: {**s, "position": 25}, "'position' must be <= 24"),
-    ("more yielded than an epoch", lambda s: {**s, "yielded": 25}, "'yielded' and 'dry' must be <= 24"),
+    ("more yielded than an epoch", lambda s: {**s, "yielded": 25}, "'yielded' must be <= 24"),
+    ("a negative count looked at", lambda s: {**s, "looked": -1}, "'looked' must be an integer >= 0"),
     ("a damaged history", lambda s: {**s, "history": {**s["history"], "version": 7}}, "version"),
 ]
 
@@ -252,6 +259,26 @@ def test_a_bad_sampler_state_is_refused_and_changes_nothing(
         sampler.load_state_dict(change(state))
 
     assert state == sampler.state_dict()
+
+
+def test_a_history_that_skips_everything_refuses_one_pass_a_step_then_verls_order() -> None:
+    dead = GroupAdmissionPolicy({"min_reward_std": 1e-6}).evaluate([0.0] * N)
+    history = PromptHistory(PromptHistoryConfig(group_size=N, exploration=0.0, max_wrong_skip_share=None))
+    for row in range(PROMPTS):
+        for _ in range(20):
+            history.observe(row, dead, step=0)
+    sampler = AdmissionPromptSampler(range(PROMPTS), OmegaConf.create({"seed": SEED}), history)
+    rows = iter(sampler)
+
+    sampler.step = 2
+    first = [next(rows) for _ in range(3)]
+    sampler.step = 3
+    second = [next(rows) for _ in range(2)]
+
+    assert first == verl_order(2)[PROMPTS : PROMPTS + 3]  # a whole pass refused, then as they come
+    assert second == verl_order(3)[2 * PROMPTS + 3 : 2 * PROMPTS + 5]  # the next step refuses a pass again
+    assert sampler.take_counts() == (2 * PROMPTS, 5)
+    assert sampler.state_dict()["looked"] == PROMPTS + 2
 
 
 def test_the_sampler_state_is_plain_data_that_restores_exactly(tq, tmp_path: Path) -> None:

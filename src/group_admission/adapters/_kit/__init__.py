@@ -15,7 +15,8 @@ interface (docs/adapters/writing.md walks through it):
 - the host: :func:`host_versions`, :func:`import_host`, :func:`find_host`,
   :func:`check_versions`, :func:`publish`, :func:`install_on_import`;
 - the prompt history of a host that lets the adapter pick prompts: :func:`history_field`,
-  :func:`build_history`, :func:`restored_history`, :func:`history_metrics`;
+  :func:`build_history`, :func:`restored_history`, :class:`PromptScan` (the host's order
+  through the history, a pass at most per step), :func:`history_metrics`;
 - settings: the fields and coercers every settings class uses, :func:`settings_from`
   (which also reads a ``preset:`` block) and :func:`read_settings_env` (one reader, one
   exception type: :class:`~group_admission.ConfigurationError`);
@@ -59,6 +60,7 @@ from ..._validation import (
 from ._env import is_inline, read_settings_env
 from ._history import (
     HISTORY_METRICS,
+    PromptScan,
     as_history_section,
     build_history,
     history_field,
@@ -118,6 +120,7 @@ __all__ = [
     "LossScale",
     "OpenStep",
     "PromptId",
+    "PromptScan",
     "ReportWindow",
     "SessionRegistry",
     "admission_step",

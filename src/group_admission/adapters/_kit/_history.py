@@ -3,13 +3,15 @@ The prompt history in an adapter whose host lets it choose prompts: the setting,
 
 An adapter that picks prompts (slime's streaming rollout, verl's prompt sampler, TRL's
 rounds) reads one ``history`` setting, builds its :class:`PromptHistory` at the host's
-group size, and logs the same keys each step. This module owns those three pieces so that
-no host spells them twice; the picking itself is :meth:`PromptHistory.pick`.
+group size, walks its prompt order through the history a step at a time, and logs the same
+keys each step. This module owns those pieces so that no host spells them twice; the picking
+itself is :meth:`PromptHistory.pick`, and :class:`PromptScan` is the one rule that keeps a
+host's draw from stalling on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,11 +19,13 @@ import attrs
 from ..._exceptions import CheckpointError
 from ..._history import PromptHistory
 from ..._history_config import PromptHistoryConfig
+from ..._history_ids import PromptId
 from ..._session import SessionConfig
-from ..._validation import describe
+from ..._validation import check_count, describe
 
 __all__ = [
     "HISTORY_METRICS",
+    "PromptScan",
     "as_history_section",
     "build_history",
     "history_field",
@@ -134,3 +138,47 @@ def history_metrics(
     if report.wrong_skip_share is not None:
         values["history_wrong_skip_share"] = report.wrong_skip_share
     return {f"{prefix}{name}": values[name] for name in HISTORY_METRICS if name in values}
+
+
+class PromptScan:
+    """
+    A host's prompt order walked through a history a step at a time, so that a draw cannot stall.
+
+    Each step looks at up to one pass of the data (``pass_length`` candidates) through
+    :meth:`PromptHistory.pick`; the candidates after that are taken as drawn, unpicked
+    (``forced``). A history that believes every prompt dead therefore cannot stall a host
+    that draws until it has enough prompts: one pass a step is the most it refuses.
+    ``skipped`` and ``forced`` count since the last :meth:`take_counts`; ``step`` and
+    ``looked`` (the candidates seen at that step) are the position within a step, which a
+    host that saves mid-step keeps. The history is given at each call, because a restored
+    checkpoint replaces the host's.
+    """
+
+    def __init__(self) -> None:
+        self.step = -1
+        self.looked = self.skipped = self.forced = 0
+
+    def keep(
+        self, history: PromptHistory, candidates: Sequence[PromptId], *, step: int, pass_length: int
+    ) -> list[bool]:
+        """
+        Whether to generate each candidate at ``step``: the history's pick within the pass, then all.
+
+        Raises:
+            TypeError, ValueError: ``pass_length`` is not an integer >= 1.
+        """
+        check_count(pass_length, "pass_length", minimum=1)
+        if step != self.step:
+            self.step, self.looked = step, 0
+        within = list(candidates[: max(0, pass_length - self.looked)])
+        picked = set(history.pick(within, step=step).picked) if within else set()
+        kept = [candidate in picked for candidate in within]
+        self.looked += len(candidates)
+        self.skipped += kept.count(False)
+        self.forced += len(candidates) - len(within)
+        return kept + [True] * (len(candidates) - len(within))
+
+    def take_counts(self) -> tuple[int, int]:
+        """The candidates skipped and those forced since the last call, which starts both again."""
+        counts, self.skipped, self.forced = (self.skipped, self.forced), 0, 0
+        return counts

@@ -19,7 +19,7 @@ import attrs
 import structlog
 
 from ... import GroupAdmissionDecision
-from .._kit import PromptId, build_history, check_prompt_id, history_metrics
+from .._kit import PromptId, PromptScan, build_history, check_prompt_id, history_metrics
 from ._groups import leaves
 
 __all__ = ["PickTally", "StreamPrompts", "prompt_id"]
@@ -53,9 +53,8 @@ def prompt_id(group: Any, key: str | None) -> PromptId | None:
 
 @attrs.define
 class PickTally:
-    """One rollout's prompts: drawn for launches, skipped, taken unpicked, and not named."""
+    """One rollout's prompts: skipped, taken unpicked, and not named."""
 
-    looked: int = 0
     skipped: int = 0
     forced: int = 0
     unnamed: int = 0
@@ -75,6 +74,7 @@ class StreamPrompts:
     def __init__(self, section: Mapping[str, Any], key: str | None, group_size: int, seed: int) -> None:
         self.history = build_history(section, group_size, seed=seed)
         self.key = key
+        self._scan = PromptScan()
         self._unnamed_warned = False
 
     def draw(self, data_source: Any, count: int, rollout_id: int, tally: PickTally) -> list[Any]:
@@ -82,35 +82,26 @@ class StreamPrompts:
         ``count`` groups to launch: the next prompts of the data source that the history keeps.
 
         A skipped prompt is used up. Once a rollout has looked at a whole pass of the data
-        source (``len(data_source)``) the rest are taken as drawn (``forced``), so a history
-        that believes every prompt dead cannot stall the rollout; a group whose prompt is not
-        named is launched unpicked and not observed (``unnamed``).
+        source's named prompts (``len(data_source)``) the rest are taken as drawn (``forced``:
+        the kit's :class:`PromptScan`), so a history that believes every prompt dead cannot
+        stall the rollout; a group whose prompt is not named is launched unpicked and not
+        observed (``unnamed``).
         """
         chosen: list[Any] = []
         pass_length = max(_length(data_source), count)
         while len(chosen) < count:
-            picking = tally.looked < pass_length
-            wanted = count - len(chosen)
-            groups = list(
-                data_source.get_samples(min(wanted, pass_length - tally.looked) if picking else wanted)
-            )
+            groups = list(data_source.get_samples(count - len(chosen)))
             if not groups:
                 break  # a custom data source that ran dry: launch what there is
-            tally.looked += len(groups)
-            if not picking:
-                tally.forced += len(groups)
-                chosen += groups
-                continue
             ids = [prompt_id(group, self.key) for group in groups]
-            kept = set(self.history.pick([p for p in ids if p is not None], step=rollout_id).picked)
-            for group, prompt in zip(groups, ids, strict=True):
-                if prompt is None:
-                    tally.unnamed += 1
-                    chosen.append(group)
-                elif prompt in kept:
-                    chosen.append(group)
-                else:
-                    tally.skipped += 1
+            named = [prompt for prompt in ids if prompt is not None]
+            keeps = iter(self._scan.keep(self.history, named, step=rollout_id, pass_length=pass_length))
+            chosen += [
+                group for group, prompt in zip(groups, ids, strict=True) if prompt is None or next(keeps)
+            ]
+            tally.unnamed += len(ids) - len(named)
+        skipped, forced = self._scan.take_counts()
+        tally.skipped, tally.forced = tally.skipped + skipped, tally.forced + forced
         if tally.unnamed and not self._unnamed_warned:
             self._unnamed_warned = True
             _log.warning(

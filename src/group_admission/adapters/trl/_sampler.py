@@ -5,8 +5,9 @@ TRL's sampler yields each generation batch as a chunk of ``batch_size`` prompts,
 ``repeat_count`` times (``steps_per_generation x num_iterations``), each prompt
 ``mini_repeat_count`` (``num_generations``) times. :class:`PickingSampler` keeps that layout,
 TRL's permutations and TRL's epoch length; it only fills each chunk with the next prompts
-of the permutation that the history's pick keeps. A skipped prompt is used up for its pass;
-the chunk is filled from the following prompts (from the next pass when one runs out).
+of the permutation that the history's pick keeps (through the kit's :class:`PromptScan`: a
+chunk looks at one pass at most, then takes TRL's order). A skipped prompt is used up for
+its pass; the chunk is filled from the following prompts (from the next pass when one runs out).
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ... import PromptHistory
+from .._kit import PromptId, PromptScan
 from ._trl_imports import Sampler, torch
 
-__all__ = ["Keep", "PickingSampler"]
+__all__ = ["Names", "PickingSampler"]
 
-#: ``keep(candidate indices, step)``: the indices the history picks at that step.
-Keep = Callable[[list[int], int], set[int]]
+#: ``names(candidate indices)``: the history and the prompt id of each index (read at each call, so
+#: that a restored history is the one that picks).
+Names = Callable[[list[int]], tuple[PromptHistory, list[PromptId]]]
 
 
 class PickingSampler(Sampler[int]):
@@ -29,13 +33,14 @@ class PickingSampler(Sampler[int]):
     Chunk ``c`` (counted from the start of training) is generated at admission step ``c``,
     so it is picked with ``step=c``: the same on every rank. ``pending`` holds the chunks
     yielded but not yet generated, with the prompts skipped to fill each and those taken
-    in TRL's order after the history refused a whole pass (so that training cannot stall).
-    Without ``keep`` it yields exactly ``base``'s indices.
+    in TRL's order after a whole pass looked at (so that training cannot stall). ``names``
+    gives the history and the prompt ids of candidate indices; without it the sampler
+    yields exactly ``base``'s indices.
     """
 
-    def __init__(self, base: Any, keep: Keep | None) -> None:
+    def __init__(self, base: Any, names: Names | None) -> None:
         super().__init__()
-        self._base, self._keep = base, keep
+        self._base, self._names, self._scan = base, names, PromptScan()
         self._pass_length = len(base.data_source) // base.batch_size * base.batch_size
         self._passes, self._position = 0, 0
         self._order: list[int] = []
@@ -63,18 +68,15 @@ class PickingSampler(Sampler[int]):
         if number in self.pending:  # restored: yielded before the checkpoint, not yet generated
             return self.pending[number][0]
         prompts: list[int] = []
-        looked = forced = 0
         while len(prompts) < size:
             candidates = self._candidates(size - len(prompts))
-            looked += len(candidates)
-            if self._keep is not None and looked > self._pass_length:
-                forced += len(candidates)
-            if self._keep is None or forced:
+            if self._names is None:
                 prompts += candidates
-            else:
-                kept = self._keep(candidates, number)
-                prompts += [index for index in candidates if index in kept]
-        self.pending[number] = (prompts, looked - size, forced)
+                continue
+            history, ids = self._names(candidates)
+            kept = self._scan.keep(history, ids, step=number, pass_length=self._pass_length)
+            prompts += [index for index, keep in zip(candidates, kept, strict=True) if keep]
+        self.pending[number] = (prompts, *self._scan.take_counts())
         return prompts
 
     def _candidates(self, count: int) -> list[int]:

@@ -40,7 +40,7 @@ from .._kit import (
 from ._masking import mask_rejected_rows, row_keep, zero_std_fraction
 from ._prompt_ids import PromptIds, as_prompt_history
 from ._rounds import PromptStream, merge_rounds
-from ._sampler import Keep, PickingSampler
+from ._sampler import Names, PickingSampler
 from ._trl_imports import GRPOTrainer, gather, gather_object, torch
 
 __all__ = ["STATE_FILE", "AdmissionGRPOTrainer", "AdmissionMixin"]
@@ -273,28 +273,26 @@ class AdmissionMixin(HoldsAdmission, _Base):  # type: ignore[misc]  # TRL is not
         self._metrics["train"]["frac_reward_zero_std"][-1] = zero_std_fraction(trained, self.num_generations)
         return output, ids, tokens
 
-    def _history_keep(self) -> Keep | None:
-        """The prompt history's pick over train-dataset indices at a step (``None`` without a history)."""
+    def _history_names(self) -> Names | None:
+        """The prompt history and the prompt ids of train-dataset indices (``None`` without a history)."""
         names = self._prompt_ids
         if self.prompt_history is None or names is None:
             return None
 
-        def keep(indices: list[int], step: int) -> set[int]:
+        def of(indices: list[int]) -> tuple[PromptHistory, list[PromptId]]:
             history = self.prompt_history  # read at each call: a checkpoint restore replaces it
             assert history is not None
-            ids = names.of_indices(self.train_dataset, indices)
-            picked = set(history.pick(ids, step=step).picked)
-            return {index for index, prompt in zip(indices, ids, strict=True) if prompt in picked}
+            return history, names.of_indices(self.train_dataset, indices)
 
-        return keep
+        return of
 
     def _get_train_sampler(self, dataset: Any = None) -> Any:
         """TRL's sampler; with a prompt history, its chunks skip the prompts the history skips."""
         base = super()._get_train_sampler(dataset)
-        keep = self._history_keep()
-        if keep is None:
+        names = self._history_names()
+        if names is None:
             return base
-        self._main_sampler = PickingSampler(base, keep)
+        self._main_sampler = PickingSampler(base, names)
         return self._main_sampler
 
     def _captured_round(self) -> tuple[torch.Tensor, list[Any]]:

@@ -6,9 +6,9 @@ verl 0.9.1 draws every prompt (each step's batch and every refill) from one
 ``RandomSampler`` on a generator seeded with ``data.seed`` (``data.shuffle``), else the
 dataset's order. This sampler keeps that order and that epoch length; it only yields the
 next index of the order that the history picks at the current step (verl's global step,
-set by :class:`AdmissionReplayBuffer`). A skipped prompt is used up for its pass; after a
-whole pass refused since the last index it yielded, the sampler takes prompts as they come
-until the next step, so training cannot stall. Its state (the position, the step and the
+set by :class:`AdmissionReplayBuffer`). A skipped prompt is used up for its pass; once a step
+has looked at a whole pass, the sampler takes prompts as they come until the next step (the
+kit's :class:`PromptScan`), so training cannot stall. Its state (the position, the step and the
 history) is the dataloader's sampler state, which verl saves in each checkpoint's
 ``data.pt``. Imports torch (verl's), not verl.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sized
 from typing import Any
 
 from ... import CheckpointError, PromptHistory
-from .._kit import describe, restored_history
+from .._kit import PromptScan, describe, restored_history
 from ._verl_imports import Sampler, torch
 
 __all__ = ["PROMPT_ID_FIELD", "STATE_FORMAT", "AdmissionPromptSampler", "PromptIdDataset"]
@@ -29,10 +29,8 @@ __all__ = ["PROMPT_ID_FIELD", "STATE_FORMAT", "AdmissionPromptSampler", "PromptI
 PROMPT_ID_FIELD = "group_admission_prompt_id"
 #: The ``format`` of :meth:`AdmissionPromptSampler.state_dict`.
 STATE_FORMAT = "group-admission/verl-prompt-sampler"
-_VERSION = 1
-#: Candidates picked at once (each pick is per prompt: the block only saves calls).
-_BLOCK = 64
-_COUNTS = ("length", "passes", "position", "yielded", "dry", "step", "skipped", "forced")
+_VERSION = 2
+_COUNTS = ("length", "passes", "position", "yielded", "looked", "step", "skipped", "forced")
 
 
 class PromptIdDataset:
@@ -60,6 +58,7 @@ class AdmissionPromptSampler(Sampler[int]):
 
     Attributes:
         history: The :class:`PromptHistory`; a restored state replaces it.
+        step: The global step whose picks the sampler makes now (verl's first is 1).
 
     .. versionadded:: 0.2.0
     """
@@ -73,28 +72,16 @@ class AdmissionPromptSampler(Sampler[int]):
         self._seed = None if seed is None else int(seed)
         self._generator = self._new_generator()
         self._order: list[int] = []
-        self._passes = self._position = self._yielded = self._dry = 0
-        self._step = 1  # verl's first global step
-        self._skipped = self._forced = 0
-        self._kept: tuple[tuple[int, int], dict[int, bool]] = ((-1, -1), {})  # (step, pass), picks
+        self._passes = self._position = self._yielded = 0
+        self.step = 1
+        self._scan = PromptScan()
 
     def __len__(self) -> int:
         return self._length
 
-    @property
-    def step(self) -> int:
-        """The global step whose picks the sampler makes now."""
-        return self._step
-
-    @step.setter
-    def step(self, value: int) -> None:
-        if value != self._step:
-            self._step, self._dry = value, 0  # a new step may keep what the last refused
-
     def take_counts(self) -> tuple[int, int]:
         """The prompts skipped and taken unpicked since the last call."""
-        counts, self._skipped, self._forced = (self._skipped, self._forced), 0, 0
-        return counts
+        return self._scan.take_counts()
 
     def __iter__(self) -> Iterator[int]:
         return _Epoch(self)
@@ -115,25 +102,8 @@ class AdmissionPromptSampler(Sampler[int]):
                 self._passes += 1
             index = self._order[self._position]
             self._position += 1
-            if self._dry >= self._length:  # a whole pass refused since the last index yielded
-                self._forced += 1
+            if self._scan.keep(self.history, [index], step=self.step, pass_length=self._length)[0]:
                 return index
-            if self._keeps(index):
-                self._dry = 0
-                return index
-            self._dry += 1
-            self._skipped += 1
-
-    def _keeps(self, index: int) -> bool:
-        """The history's pick of ``index`` at the step, picked with the next block of the pass."""
-        if self._kept[0] != (self._step, self._passes):
-            self._kept = ((self._step, self._passes), {})
-        decisions = self._kept[1]
-        if index not in decisions:
-            block = self._order[self._position - 1 : self._position - 1 + _BLOCK]
-            picked = set(self.history.pick(block, step=self._step).picked)
-            decisions.update({candidate: candidate in picked for candidate in block})
-        return decisions[index]
 
     def _new_generator(self) -> Any:
         generator = torch.Generator()
@@ -150,15 +120,17 @@ class AdmissionPromptSampler(Sampler[int]):
 
     def state_dict(self) -> dict[str, Any]:
         """The position, the step and the history (plain types: verl ``torch.save``s it in ``data.pt``)."""
+        scan = self._scan
+        looked = scan.looked if scan.step == self.step else 0  # a new step starts a new pass
         counts = (
             self._length,
             self._passes,
             self._position,
             self._yielded,
-            self._dry,
-            self._step,
-            self._skipped,
-            self._forced,
+            looked,
+            self.step,
+            scan.skipped,
+            scan.forced,
         )
         return {
             "format": STATE_FORMAT,
@@ -185,9 +157,9 @@ class AdmissionPromptSampler(Sampler[int]):
             raise CheckpointError(msg)
         self.history, self._generator, self._order = history, generator, order
         self._passes, self._position, self._yielded = counts["passes"], counts["position"], counts["yielded"]
-        self._dry, self._step = counts["dry"], counts["step"]
-        self._skipped, self._forced = counts["skipped"], counts["forced"]
-        self._kept = ((-1, -1), {})
+        self.step, self._scan = counts["step"], PromptScan()
+        self._scan.step, self._scan.looked = counts["step"], counts["looked"]
+        self._scan.skipped, self._scan.forced = counts["skipped"], counts["forced"]
 
 
 class _Epoch:
@@ -247,8 +219,7 @@ def _checked(state: object, length: int) -> dict[str, int]:
             f"this one holds {length}"
         )
         raise CheckpointError(msg)
-    if counts["yielded"] > length or counts["dry"] > length:
-        got = f"{counts['yielded']}, {counts['dry']}"
-        msg = f"the sampler state's 'yielded' and 'dry' must be <= {length} (got {got})"
+    if counts["yielded"] > length:
+        msg = f"the sampler state's 'yielded' must be <= {length} (got {counts['yielded']})"
         raise CheckpointError(msg)
     return counts
