@@ -9,7 +9,7 @@ hard-capped ``SamplingBudgetController``. It is fed counts, never decisions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import attrs
 import numpy as np
@@ -45,7 +45,7 @@ __all__ = [
 
 PlanningMode = Literal["expected", "confidence"]
 #: The planning modes of :class:`SamplingBudgetConfig` (``mode``).
-PLANNING_MODES: tuple[PlanningMode, ...] = ("expected", "confidence")
+PLANNING_MODES: tuple[PlanningMode, ...] = get_args(PlanningMode)
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,7 @@ kept, so it reports the factor a host multiplies that kept-group average by:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 from ._validation import check_choice, check_count, describe
 
@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_LOSS_SCALE", "LOSS_SCALES", "LossScale", "loss_scale"]
 
 #: How a step's loss is scaled after admission; see :func:`loss_scale`.
 LossScale = Literal["kept", "target", "linear", "sqrt"]
-LOSS_SCALES: tuple[LossScale, ...] = ("kept", "target", "linear", "sqrt")
+LOSS_SCALES: tuple[LossScale, ...] = get_args(LossScale)
 #: The sessions' default, chosen on the learning bench (docs/evidence.md).
 DEFAULT_LOSS_SCALE: LossScale = "target"
 

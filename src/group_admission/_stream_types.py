@@ -10,7 +10,7 @@ spans, exhausted windows), with its checked JSON form.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -29,10 +29,11 @@ __all__ = [
     "version_numbers",
 ]
 
-#: What a stream does when a window cannot afford another rejection: keep the group
-#: (``"train"``, counted as ``fallback_admitted``) or raise ``BudgetExhaustedError``.
+#: What a stream does when a window cannot afford another rejection, and a host when the budget
+#: stops a step short of its target: train on what it has (a stream's group counted as
+#: ``fallback_admitted``) or raise ``BudgetExhaustedError``.
 OnExhausted = Literal["train", "raise"]
-ON_EXHAUSTED: tuple[OnExhausted, ...] = ("train", "raise")
+ON_EXHAUSTED: tuple[OnExhausted, ...] = get_args(OnExhausted)
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,7 @@ completed (``"pilot"``). ``decoded`` is their sum: what the engine decoded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -24,7 +24,7 @@ __all__ = ["CHARGE_KINDS", "TOKEN_KINDS", "ChargeKind", "TokenTally"]
 
 #: Tokens decoded outside a judged group, charged with :meth:`AdmissionSession.charge`.
 ChargeKind = Literal["aborted", "carried", "pilot"]
-CHARGE_KINDS: tuple[ChargeKind, ...] = ("aborted", "carried", "pilot")
+CHARGE_KINDS: tuple[ChargeKind, ...] = get_args(ChargeKind)
 #: Every kind of decoded token: judged groups' (``generated``) and the charged kinds.
 TOKEN_KINDS = ("generated", *CHARGE_KINDS)
 

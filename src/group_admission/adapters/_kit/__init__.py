@@ -36,6 +36,7 @@ from ..._loading import (
 )
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ..._reasons import CUMULATIVE_EFFECTIVE_GROUP_RATE
+from ..._stream_types import ON_EXHAUSTED, OnExhausted
 from ..._tokens import TOKEN_KINDS
 from ..._validation import (
     check_bool,
@@ -82,9 +83,7 @@ from ._runtime import (
     scalar_reward,
 )
 from ._settings import (
-    EXHAUSTION_ACTIONS,
     SESSION_KEYS,
-    ExhaustionAction,
     as_budget,
     as_limits,
     as_policy_config,
@@ -104,20 +103,20 @@ from ._step import OpenStep, admission_step, exhausted_message, log_metrics, ste
 __all__ = [
     "CUMULATIVE_EFFECTIVE_GROUP_RATE",
     "DEFAULT_LOSS_SCALE",
-    "EXHAUSTION_ACTIONS",
     "HISTORY_METRICS",
     "LOSS_SCALES",
+    "ON_EXHAUSTED",
     "SESSION_KEYS",
     "TOKEN_KINDS",
     "UNSUMMABLE_REWARD",
     "WRONG_GROUP_SIZE",
     "AdapterSession",
     "AdapterSettings",
-    "ExhaustionAction",
     "GroupInput",
     "HoldsAdmission",
     "InstallOnImport",
     "LossScale",
+    "OnExhausted",
     "OpenStep",
     "PromptId",
     "PromptScan",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -22,14 +22,10 @@ from ..._loading import coerce_config, from_mapping
 from ..._loss_scale import DEFAULT_LOSS_SCALE, LOSS_SCALES, LossScale
 from ..._policy import GroupAdmissionPolicy
 from ..._session import SessionConfig
+from ..._stream_types import ON_EXHAUSTED
 from ..._validation import check_ge, check_one_of, describe, int_field
 
 R = TypeVar("R")
-
-#: What a host does when the budget stops a step short of its target: train on what it kept,
-#: or raise :class:`BudgetExhaustedError`.
-ExhaustionAction = Literal["train", "raise"]
-EXHAUSTION_ACTIONS: tuple[ExhaustionAction, ...] = ("train", "raise")
 
 
 def as_policy_config(value: Any) -> GroupAdmissionConfig:
@@ -94,7 +90,7 @@ def loss_scale_field() -> Any:
 
 def on_exhausted_field() -> Any:
     """The ``on_exhausted`` setting: ``"train"`` (the default) on what the step kept, or ``"raise"``."""
-    return attrs.field(default="train", validator=check_one_of(EXHAUSTION_ACTIONS))
+    return attrs.field(default="train", validator=check_one_of(ON_EXHAUSTED))
 
 
 def failed_streak_field() -> Any:

@@ -15,8 +15,8 @@ import attrs
 
 from ... import DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
 from .._kit import (
-    ExhaustionAction,
     LossScale,
+    OnExhausted,
     as_budget,
     as_limits,
     as_policy_config,
@@ -90,7 +90,7 @@ class OpenRLHFAdmissionSettings:
     budget: SamplingBudgetConfig = attrs.field(factory=SamplingBudgetConfig, converter=as_budget)
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     apply_dynamic_filtering_range: bool = attrs.field(default=False, validator=check_bool)
-    on_exhausted: ExhaustionAction = on_exhausted_field()
+    on_exhausted: OnExhausted = on_exhausted_field()
     metrics_in_info: bool = attrs.field(default=True, validator=check_bool)
     loss_scale: LossScale = loss_scale_field()
 

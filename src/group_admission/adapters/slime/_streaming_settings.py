@@ -9,8 +9,8 @@ import attrs
 
 from ... import SamplingBudgetConfig
 from .._kit import (
-    ExhaustionAction,
     LossScale,
+    OnExhausted,
     as_budget,
     check_ge,
     check_probability,
@@ -113,7 +113,7 @@ class SlimeStreamingSettings(ArgsSettings):
     )
     race: float = real_field(1.0, check_ge(1))
     top_up_below: float = probability_field(0.5)
-    on_exhausted: ExhaustionAction = on_exhausted_field()
+    on_exhausted: OnExhausted = on_exhausted_field()
     loss_scale: LossScale = loss_scale_field()
     history: dict[str, Any] | None = history_field()
     prompt_id_key: str | None = attrs.field(default=None, validator=_check_key)

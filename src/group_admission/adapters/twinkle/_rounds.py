@@ -17,8 +17,8 @@ import structlog
 
 from ... import BudgetExhaustedError, ResamplePlan, StepReport
 from .._kit import (
-    EXHAUSTION_ACTIONS,
-    ExhaustionAction,
+    ON_EXHAUSTED,
+    OnExhausted,
     admission_step,
     check_choice,
     check_count,
@@ -208,7 +208,7 @@ def sample_admitted_groups(
     *,
     sampling_params: Any = None,
     extra_prompts: Iterator[Any] | None = None,
-    on_exhausted: ExhaustionAction = "train",
+    on_exhausted: OnExhausted = "train",
     sample_kwargs: Mapping[str, Any] | None = None,
 ) -> AdmittedBatch:
     """
@@ -244,7 +244,7 @@ def sample_admitted_groups(
 
     .. versionadded:: 0.2.0
     """
-    check_choice(on_exhausted, "on_exhausted", EXHAUSTION_ACTIONS)
+    check_choice(on_exhausted, "on_exhausted", ON_EXHAUSTED)
     batch = list(prompts)
     if not batch:
         msg = (

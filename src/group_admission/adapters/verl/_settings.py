@@ -15,8 +15,8 @@ import attrs
 
 from ... import DropLimits, GroupAdmissionConfig, SamplingBudgetConfig
 from .._kit import (
-    ExhaustionAction,
     LossScale,
+    OnExhausted,
     as_budget,
     as_limits,
     as_policy_config,
@@ -89,7 +89,7 @@ class VerlAdmissionSettings:
     limits: DropLimits = attrs.field(factory=DropLimits, converter=as_limits)
     num_generations: int | None = int_field(None, check_ge(1), optional=True)
     gen_batch_size: int = int_field(1, check_ge(1))
-    on_exhausted: ExhaustionAction = on_exhausted_field()
+    on_exhausted: OnExhausted = on_exhausted_field()
     checkpoint_dir: str | None = attrs.field(
         default=None, validator=check_optional(attrs.validators.instance_of(str))
     )
