@@ -33,9 +33,9 @@ class PickingSampler(Sampler[int]):
     Chunk ``c`` (counted from the start of training) is generated at admission step ``c``,
     so it is picked with ``step=c``: the same on every rank. ``pending`` holds the chunks
     yielded but not yet generated, with the prompts skipped to fill each and those taken
-    in TRL's order after a whole pass looked at (so that training cannot stall). ``names``
-    gives the history and the prompt ids of candidate indices; without it the sampler
-    yields exactly ``base``'s indices.
+    in TRL's order once the chunk had looked at a whole pass (so that training cannot
+    stall). ``names`` gives the history and the prompt ids of candidate indices; without it
+    the sampler yields exactly ``base``'s indices.
     """
 
     def __init__(self, base: Any, names: Names | None) -> None:
